@@ -1,0 +1,243 @@
+"""`compilebench` command line. Subcommands live in small functions here or in modules
+listed in `COMMAND_MODULES` (each exposes `register(subparsers)`), so features add a
+command without touching the others.
+
+Exit codes: 0 success, 1 some case failed (run) or a regression (compare/gate),
+2 usage or input error (one line on stderr naming the problem and the fix), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+# feature modules that add subcommands: each has register(subparsers)
+COMMAND_MODULES: list[str] = []
+
+
+class CliError(Exception):
+    """A user mistake found by the CLI itself."""
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from compiler import UnknownCompilerError
+    from suites import UnknownSuiteError
+
+    from .devices import UnknownDeviceError
+    from .runner import PlanError
+    from .scenarios import UnknownScenarioError
+    from .schema import RunFileError
+    from .workloads import UnknownWorkloadError, WorkloadFileError
+
+    return (CliError, UnknownCompilerError, UnknownSuiteError, UnknownDeviceError, PlanError, UnknownScenarioError,
+            RunFileError, UnknownWorkloadError, WorkloadFileError)
+
+
+def _split(values: Sequence[str] | None) -> list[str]:
+    """Repeatable options that also accept comma lists: -w a -w b,c -> [a, b, c]."""
+    out: list[str] = []
+    for v in values or []:
+        out.extend(x.strip() for x in v.split(",") if x.strip())
+    return out
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # one line and exit 2, as for every other usage error
+        self.exit(EXIT_USAGE, f"compilebench: error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="compilebench", description="Benchmark and regression-test torch.compile.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("list", help="list suites, workloads, scenarios, compilers and devices present here")
+    p.add_argument("--workload-file", action="append", default=[], help="also load workloads from this .py file")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("run", help="run a suite or workloads; writes results/runs/<run_id>.json",
+                       description="Run cases, each in a fresh worker process. Exit code 0 when every case is ok "
+                                   "or skipped, 1 when any case failed, 2 on bad options, 130 when interrupted.")
+    p.add_argument("--suite", help="named suite (see `compilebench list`), e.g. smoke")
+    p.add_argument("--workload", "-w", action="append", help="workload name (repeatable or comma list)")
+    p.add_argument("--workload-file", action="append", default=[], help="load @workload factories from this .py file")
+    p.add_argument("--scenario", action="append", help="scenario(s), e.g. forward,train (default: the workload's)")
+    p.add_argument("--compiler", "-c", action="append", help="compiler config name(s) (default: the suite's, else inductor)")
+    p.add_argument("--device", action="append", help="cpu, cuda, cuda:1 or auto (default: the suite's, else cpu)")
+    p.add_argument("--dtype", action="append", help="float32, float16, bfloat16, float64")
+    p.add_argument("--batch-size", action="append", help="batch size(s) (default: the workload's)")
+    p.add_argument("--size", action="append", help="tiny or full")
+    p.add_argument("--timeout", type=float, help="seconds per case before its worker is killed (default: suite's)")
+    p.add_argument("--min-time", type=float, help="minimum timed seconds per case (with --min-samples)")
+    p.add_argument("--min-samples", type=int, help="minimum samples per variant")
+    p.add_argument("--out", default="results", help="output folder (run file in OUT/runs/, history in OUT/history.sqlite)")
+    p.add_argument("--label", default="", help="free-text label stored in the run")
+    p.add_argument("--no-ingest", action="store_true", help="do not add the run to OUT/history.sqlite")
+    p.add_argument("--report", metavar="HTML", help="also write the HTML report to this path")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("show", help="print a run as a table (RUN: path, run id or 'latest'; none: list runs)")
+    p.add_argument("run", nargs="?", help="run file, run id, or 'latest'")
+    p.add_argument("--out", default="results", help="results folder holding runs/")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("report", help="write a self-contained HTML report for a run")
+    p.add_argument("run", help="run file, run id, or 'latest'")
+    p.add_argument("-o", "--output", required=True, help="HTML file to write, e.g. reports/smoke.html")
+    p.add_argument("--out", default="results", help="results folder holding runs/")
+    p.set_defaults(func=cmd_report)
+
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from compiler import COMPILERS
+    from suites import SUITES
+
+    from .devices import DEVICE_TYPES, present_devices
+    from .runner import load_registries
+    from .scenarios import SCENARIOS
+    from .workloads import WORKLOADS
+
+    load_registries(args.workload_file)
+    console = Console()
+    t = Table(title="suites")
+    t.add_column("name"), t.add_column("description"), t.add_column("workloads")
+    for s in sorted(SUITES.values(), key=lambda s: s.name):
+        t.add_row(s.name, Text(s.description), ", ".join(w for e in s.entries for w in e.workloads))
+    console.print(t)
+    t = Table(title="workloads")
+    for col in ("name", "scenarios", "sizes", "unit", "batch", "description"):
+        t.add_column(col)
+    for w in sorted(WORKLOADS.values(), key=lambda w: w.name):
+        t.add_row(Text(w.name), ", ".join(w.scenarios), ", ".join(w.sizes), w.unit, str(w.batch_size), Text(w.description))
+    console.print(t)
+    t = Table(title="compilers")
+    t.add_column("name"), t.add_column("backend"), t.add_column("mode"), t.add_column("description")
+    for c in sorted(COMPILERS.values(), key=lambda c: c.name):
+        t.add_row(c.name, str(c.backend or "-"), str(c.mode or "-"), Text(c.description))
+    console.print(t)
+    console.print(f"scenarios: {', '.join(sorted(SCENARIOS))}")
+    present = present_devices()
+    console.print("devices: " + ", ".join(f"{d} ({'present' if d in present else 'not present'})" for d in DEVICE_TYPES))
+    return EXIT_OK
+
+
+def _policy_overrides(args: argparse.Namespace) -> dict:
+    policy = {}
+    if args.min_time is not None:
+        policy["min_time_s"] = args.min_time
+    if args.min_samples is not None:
+        policy["min_samples"] = args.min_samples
+    return policy
+
+
+def _batch_sizes(values: list[str]) -> list[int]:
+    out = []
+    for v in values:
+        if not v.isdigit() or int(v) < 1:
+            raise CliError(f"--batch-size {v!r} is not a positive integer")
+        out.append(int(v))
+    return out
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from .display import ProgressPrinter, print_failures, results_table
+    from .runner import RunOptions, execute, summarize_statuses
+
+    opts = RunOptions(
+        suite=args.suite,
+        workloads=_split(args.workload),
+        workload_files=args.workload_file,
+        scenarios=_split(args.scenario),
+        compilers=_split(args.compiler),
+        devices=_split(args.device),
+        dtypes=_split(args.dtype),
+        batch_sizes=_batch_sizes(_split(args.batch_size)),
+        sizes=_split(args.size),
+        timeout_s=args.timeout,
+        out_dir=args.out,
+        label=args.label,
+        policy=_policy_overrides(args),
+        ingest=not args.no_ingest,
+    )
+    if not opts.suite and not opts.compilers:
+        opts.compilers = ["inductor"]
+    if not opts.suite and not opts.devices:
+        opts.devices = ["cpu"]
+    console = Console()
+    try:
+        run = execute(opts, progress=ProgressPrinter())
+    except KeyboardInterrupt:
+        console.print("interrupted: finished cases were saved", style="yellow")
+        return EXIT_INTERRUPTED
+    console.print(results_table(run))
+    print_failures(console, run)
+    counts = summarize_statuses(run.records)
+    console.print(f"statuses: {counts}; wall {run.config.get('wall_s', 0):.1f}s; run file {run.config.get('path')}")
+    if args.report:
+        from .report import write_report
+
+        console.print(f"report: {write_report(run, args.report)}")
+    failed = sum(n for s, n in counts.items() if s not in ("ok", "skipped"))
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from .display import print_failures, results_table
+    from .runner import resolve_run
+
+    console = Console()
+    if not args.run:
+        runs = sorted((Path(args.out) / "runs").glob("*.json"))
+        if not runs:
+            console.print(f"no runs in {Path(args.out) / 'runs'}")
+        for path in runs:
+            console.print(path.stem)
+        return EXIT_OK
+    run = resolve_run(args.run, args.out)
+    console.print(results_table(run))
+    print_failures(console, run)
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import write_report
+    from .runner import resolve_run
+
+    run = resolve_run(args.run, args.out)
+    path = write_report(run, args.output)
+    print(f"report written: {path}")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except _user_errors() as exc:
+        print(f"compilebench: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("compilebench: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

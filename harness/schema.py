@@ -1,0 +1,212 @@
+"""The result contract: Case, Record, Run and the versioned run-file format.
+
+Run files are JSON only (never pickle) and carry `schema_version`. `load_run` dispatches on
+that version to a loader per version, so files written by older compilebench keep loading;
+a file from a newer schema is refused with a clear message. See docs/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+STATUSES = ("ok", "fail_accuracy", "fail_compile", "fail_run", "oom", "timeout", "crashed", "skipped")
+
+
+class RunFileError(ValueError):
+    """A run file that cannot be loaded; the message names the file and the fix."""
+
+
+@dataclass(frozen=True, order=True)
+class Case:
+    """One measurement: workload x scenario x compiler x device x dtype x batch x size.
+    `suite` says where the case came from but is not part of its identity, so the same
+    case compares across suites and runs."""
+
+    workload: str
+    scenario: str
+    compiler: str
+    device: str
+    dtype: str
+    batch_size: int
+    size: str
+    suite: str = ""
+    options: tuple[tuple[str, Any], ...] = ()  # workload options (prompt length, ...)
+
+    @property
+    def case_id(self) -> str:
+        base = f"{self.workload}/{self.scenario}/{self.compiler}/{self.device}/{self.dtype}/bs{self.batch_size}/{self.size}"
+        if self.options:
+            base += "/" + ",".join(f"{k}={v}" for k, v in self.options)
+        return base
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["options"] = dict(self.options)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Case:
+        data = dict(data)
+        data["options"] = tuple(sorted((data.get("options") or {}).items()))
+        data["batch_size"] = int(data["batch_size"])
+        return cls(**data)
+
+
+@dataclass
+class Record:
+    """Everything measured for one case. Raw samples are kept; failures are data."""
+
+    case: Case
+    status: str
+    error: dict[str, Any] | None = None
+    eager: dict[str, Any] | None = None
+    compiled: dict[str, Any] | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    graph_break_reasons: list[dict[str, Any]] = field(default_factory=list)
+    recompile_reasons: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    logs: dict[str, str] = field(default_factory=dict)
+    worker: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def case_id(self) -> str:
+        return self.case.case_id
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["case"] = self.case.to_dict()
+        data["case_id"] = self.case_id
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Record:
+        data = dict(data)
+        data.pop("case_id", None)
+        data["case"] = Case.from_dict(data["case"])
+        if data["status"] not in STATUSES:
+            raise ValueError(f"unknown status {data['status']!r}")
+        return cls(**data)
+
+
+@dataclass
+class Run:
+    run_id: str
+    created_at: str
+    label: str
+    environment: dict[str, Any]
+    config: dict[str, Any]
+    records: list[Record] = field(default_factory=list)
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "run_id": self.run_id,
+            "created_at": self.created_at,
+            "label": self.label,
+            "environment": self.environment,
+            "config": self.config,
+            "records": [r.to_dict() for r in self.records],
+        }
+
+    def record_map(self) -> dict[str, Record]:
+        return {r.case_id: r for r in self.records}
+
+
+def write_json_atomic(path: str | Path, data: Any) -> Path:
+    """Write JSON so a reader never sees half a file: temp file in the same folder, fsync,
+    rename. NaN/Inf are refused (they are not JSON); producers store None instead."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=1, sort_keys=False, allow_nan=False, default=str)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def save_run(run: Run, path: str | Path) -> Path:
+    return write_json_atomic(path, run.to_dict())
+
+
+def _load_v1(data: dict[str, Any]) -> Run:
+    return Run(
+        run_id=str(data["run_id"]),
+        created_at=str(data["created_at"]),
+        label=str(data.get("label") or ""),
+        environment=dict(data.get("environment") or {}),
+        config=dict(data.get("config") or {}),
+        records=[Record.from_dict(r) for r in data.get("records") or []],
+        schema_version=1,
+    )
+
+
+LOADERS: dict[int, Callable[[dict[str, Any]], Run]] = {1: _load_v1}
+
+
+def run_from_dict(data: Any, source: str = "<data>") -> Run:
+    if not isinstance(data, dict):
+        raise RunFileError(f"{source}: not a compilebench run file (top level is {type(data).__name__}, expected an object)")
+    if "schema_version" not in data:
+        raise RunFileError(f"{source}: not a compilebench run file (no schema_version); pass a file from results/runs/")
+    version = data["schema_version"]
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise RunFileError(f"{source}: schema_version {version!r} is not an integer")
+    if version > SCHEMA_VERSION:
+        raise RunFileError(
+            f"{source}: schema_version {version} is newer than this compilebench understands "
+            f"({SCHEMA_VERSION}); upgrade compilebench to read it"
+        )
+    loader = LOADERS.get(version)
+    if loader is None:
+        raise RunFileError(f"{source}: schema_version {version} has no loader; supported: {sorted(LOADERS)}")
+    try:
+        return loader(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise RunFileError(f"{source}: malformed run file ({type(exc).__name__}: {exc}); re-run or restore the file") from None
+
+
+def load_run(path: str | Path) -> Run:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise RunFileError(f"{path}: no such run file; `compilebench show` lists runs in results/runs/") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RunFileError(f"{path}: cannot be read ({exc})") from None
+    if not text.strip():
+        raise RunFileError(f"{path}: empty file; it is not a run file (an interrupted write?), re-run the suite")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RunFileError(f"{path}: not valid JSON (truncated?) at line {exc.lineno}: {exc.msg}") from None
+    return run_from_dict(data, str(path))
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Text twin of write_json_atomic (reports, markdown): no half-written outputs."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,116 @@
+"""Timing: per-call samples, interleaved across variants, device-correct.
+
+`measure_interleaved` alternates the variants (eager, compiled) round by round in the same
+process, so drift (thermal, frequency, noisy neighbours) hits both alike; it keeps every raw
+sample and stops when BOTH a minimum total time and a minimum sample count are reached (or a
+hard cap). The clock is injectable so the stop logic is tested without sleeping.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class Clock(Protocol):
+    def __call__(self) -> int: ...  # nanoseconds, monotonic
+
+
+@dataclass(frozen=True)
+class StopPolicy:
+    warmup: int = 3  # untimed calls per variant before sampling
+    min_samples: int = 10  # per variant
+    min_time_s: float = 1.0  # total timed seconds across variants
+    max_samples: int = 2000  # per variant
+    max_time_s: float = 30.0  # wall-clock cap for the whole measurement
+    target_sample_s: float = 0.0  # >0: batch fast calls so one sample lasts about this long
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class HostTimer:
+    """Times `fn` with the host clock, synchronising the device around the timed region."""
+
+    def __init__(self, sync: Callable[[], None] = lambda: None, clock: Clock = time.perf_counter_ns):
+        self.sync = sync
+        self.clock = clock
+
+    def __call__(self, fn: Callable[[], Any], inner: int = 1) -> float:
+        self.sync()
+        start = self.clock()
+        for _ in range(inner):
+            fn()
+        self.sync()
+        return (self.clock() - start) / 1e9 / inner
+
+
+class EventTimer:
+    """Times `fn` with device events (CUDA/ROCm/XPU/MPS): the GPU's own clock, so host-side
+    launch overhead that overlaps GPU work is not counted twice."""
+
+    def __init__(self, make_events: Callable[[], tuple[Any, Any]], sync: Callable[[], None]):
+        self.make_events = make_events
+        self.sync = sync
+
+    def __call__(self, fn: Callable[[], Any], inner: int = 1) -> float:
+        start, end = self.make_events()
+        self.sync()
+        start.record()
+        for _ in range(inner):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / inner
+
+
+def calibrate_inner(timer: Callable[[Callable[[], Any], int], float], fn: Callable[[], Any], target_s: float) -> int:
+    """How many calls per sample make one sample last about `target_s` (1 if disabled)."""
+    if target_s <= 0:
+        return 1
+    one = max(timer(fn, 1), 1e-9)
+    return max(1, min(10_000, int(math.ceil(target_s / one))))
+
+
+def measure_interleaved(
+    variants: dict[str, Callable[[], Any]],
+    timer: Callable[[Callable[[], Any], int], float],
+    policy: StopPolicy = StopPolicy(),
+    clock: Clock = time.perf_counter_ns,
+    inner: dict[str, int] | None = None,
+) -> dict[str, list[float]]:
+    """Return raw per-call seconds per variant. Order alternates every round (ABBA...) so
+    neither variant always runs right after the other."""
+    names = list(variants)
+    for name in names:
+        for _ in range(policy.warmup):
+            variants[name]()
+    inner = inner or {n: 1 for n in names}
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    timed_total = 0.0
+    started = clock()
+    round_no = 0
+    while True:
+        order = names if round_no % 2 == 0 else names[::-1]
+        for name in order:
+            seconds = timer(variants[name], inner[name])
+            samples[name].append(seconds)
+            timed_total += seconds * inner[name]
+        round_no += 1
+        n = min(len(s) for s in samples.values())
+        elapsed = (clock() - started) / 1e9
+        if n >= policy.max_samples or elapsed >= policy.max_time_s:
+            break
+        if n >= policy.min_samples and timed_total >= policy.min_time_s:
+            break
+    return samples
+
+
+def timer_overhead_s(timer: Callable[[Callable[[], Any], int], float], n: int = 10_000) -> float:
+    """Median seconds the timer itself adds to one sample (timing a no-op)."""
+    noop: Callable[[], None] = lambda: None  # noqa: E731
+    values = sorted(timer(noop, 1) for _ in range(n))
+    return values[len(values) // 2]

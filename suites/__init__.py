@@ -1,0 +1,81 @@
+"""Workloads and named suites.
+
+`WORKLOAD_MODULES` are imported to fill the workload registry (in the parent to plan, in
+each worker to build). A `Suite` is a named list of `SuiteEntry`s, each a small matrix
+(workloads x scenarios x compilers x dtypes x sizes) with defaults a user can override
+from the command line.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any
+
+WORKLOAD_MODULES: list[str] = ["suites.mlp"]
+
+
+class UnknownSuiteError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class SuiteEntry:
+    workloads: tuple[str, ...]
+    scenarios: tuple[str, ...] | None = None  # None: every scenario the workload declares
+    compilers: tuple[str, ...] = ("inductor",)
+    devices: tuple[str, ...] = ("cpu",)
+    dtypes: tuple[str, ...] = ("float32",)
+    sizes: tuple[str, ...] = ("tiny",)
+    batch_sizes: tuple[int, ...] | None = None  # None: the workload's default
+    options: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    description: str
+    entries: tuple[SuiteEntry, ...] = field(default_factory=tuple)
+    policy: tuple[tuple[str, Any], ...] = ()  # StopPolicy overrides for this suite
+    timeout_s: float = 600.0
+
+
+SUITES: dict[str, Suite] = {}
+
+
+def register_suite(suite: Suite) -> Suite:
+    SUITES[suite.name] = suite
+    return suite
+
+
+def get_suite(name: str) -> Suite:
+    try:
+        return SUITES[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, SUITES, n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise UnknownSuiteError(f"unknown suite {name!r}{hint}; known suites: {', '.join(sorted(SUITES))}") from None
+
+
+def extend_suite(name: str, *entries: SuiteEntry) -> None:
+    """Other suite modules join a named suite (e.g. the LLM tiny models join `smoke`)."""
+    suite = SUITES[name]
+    SUITES[name] = Suite(suite.name, suite.description, suite.entries + tuple(entries), suite.policy, suite.timeout_s)
+
+
+register_suite(
+    Suite(
+        "smoke",
+        "tiny models on CPU, eager vs inductor, forward and train step: a few minutes at most",
+        entries=(SuiteEntry(workloads=("mlp-classic", "mlp-deep")),),
+        policy=(("min_time_s", 0.3), ("min_samples", 10), ("max_samples", 500), ("warmup", 3), ("max_time_s", 5.0)),
+        timeout_s=300.0,
+    )
+)
+register_suite(
+    Suite(
+        "cpu",
+        "the MLPs on CPU at full size, eager vs inductor",
+        entries=(SuiteEntry(workloads=("mlp-classic", "mlp-deep"), sizes=("tiny", "full")),),
+    )
+)

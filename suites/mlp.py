@@ -1,0 +1,35 @@
+"""MLP workloads: the classic one-layer model and a deep MLP, forward and train step."""
+
+from __future__ import annotations
+
+from harness import workload
+
+DEEP_SIZES = {
+    # size: (features, hidden, layers)
+    "tiny": (64, 128, 4),
+    "full": (1024, 4096, 8),
+}
+
+
+@workload("mlp-classic", unit="samples", batch_size=16, description="nn.Linear(10, 5): the classic first torch.compile example")
+def classic(ctx):
+    import torch
+
+    model = torch.nn.Linear(10, 5).to(ctx.device, ctx.dtype)
+    x = torch.randn(ctx.batch_size, 10, device=ctx.device, dtype=ctx.dtype)
+    return model, (x,)
+
+
+@workload("mlp-deep", unit="samples", batch_size=64, description="deep MLP: Linear/LayerNorm/GELU blocks")
+def deep(ctx):
+    import torch
+    from torch import nn
+
+    features, hidden, layers = DEEP_SIZES[ctx.size]
+    blocks: list[nn.Module] = [nn.Linear(features, hidden)]
+    for _ in range(layers - 1):
+        blocks += [nn.LayerNorm(hidden), nn.GELU(), nn.Linear(hidden, hidden)]
+    blocks += [nn.LayerNorm(hidden), nn.GELU(), nn.Linear(hidden, features)]
+    model = nn.Sequential(*blocks).to(ctx.device, ctx.dtype)
+    x = torch.randn(ctx.batch_size, features, device=ctx.device, dtype=ctx.dtype)
+    return model, (x,)
