@@ -18,6 +18,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,22 +35,51 @@ class CaseSkipped(Exception):
     """Raised for a case that cannot run here (device absent, size unsupported)."""
 
 
-def probe_cpu_isa(cache_dir: str | None) -> float | None:
-    """Run Inductor's CPU vector-ISA probe (which builds C++ test programs, ~3-15 s) before
-    any clock starts, in a cache dir shared across cases so it is paid once per machine.
-    Returns the seconds it took, reported separately from compile time."""
+def probe_cpu_isa(cache_dir: str | None) -> dict[str, Any]:
+    """Settle Inductor's CPU vector ISA before any clock starts.
+
+    Inductor's probe builds and dlopens C++ test programs (8-15 s cold, 2-5 s even with its
+    build cache). It is a property of (machine, torch), so the first worker stores the
+    answer in `cache_dir/isa.json`; later workers tell Inductor to trust the CPU flags
+    (`cpp.vec_isa_ok`) and check that it picks the same ISA, else they probe in full.
+    Returns {'isa', 'seconds', 'cached'} for the record: reported, never compile time."""
+    import torch
+    import torch._inductor.config as inductor_config
     import torch._inductor.cpu_vec_isa as vec
 
+    from .devices import cpu_model_name
+
+    start = time.perf_counter()
+    key = {"torch": torch.__version__, "cpu": cpu_model_name(), "python": sys.executable}
+    cache_file = Path(cache_dir) / "isa.json" if cache_dir else None
+    cached = None
+    if cache_file and cache_file.exists():
+        try:
+            data = json.loads(cache_file.read_text())
+            cached = data["isa"] if data.get("key") == key else None
+        except (ValueError, KeyError, OSError):
+            cached = None
+    if cached is not None:
+        inductor_config.cpp.vec_isa_ok = True
+        if str(vec.pick_vec_isa()) == cached:
+            return {"isa": cached, "seconds": time.perf_counter() - start, "cached": True}
+        inductor_config.cpp.vec_isa_ok = None  # flags and probe disagree: trust the probe
+        vec.valid_vec_isa_list.cache_clear()
+        vec.pick_vec_isa.cache_clear()
     case_cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if cache_dir:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
-    start = time.perf_counter()
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir  # probe builds land in the shared dir
     try:
-        vec.pick_vec_isa()  # lru_cached for the rest of the process
+        isa = str(vec.pick_vec_isa())
     finally:
         if case_cache is not None:
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = case_cache
-    return time.perf_counter() - start
+    if cache_file:
+        try:
+            write_json_atomic(cache_file, {"key": key, "isa": isa})
+        except OSError:
+            pass
+    return {"isa": isa, "seconds": time.perf_counter() - start, "cached": False}
 
 
 def clone_outputs(obj: Any) -> Any:
@@ -134,6 +164,18 @@ def run_case(spec: dict[str, Any], clock: Clock = time.perf_counter_ns) -> Recor
     case = Case.from_dict(spec["case"])
     record = Record(case=case, status="ok", metrics={})
     phase = "setup"
+    phase_started = clock()
+    phase_s: dict[str, float] = {}
+    record.metrics["phase_s"] = phase_s
+
+    def enter(name: str) -> str:
+        # wall time per phase: where a slow case spent its time, measured not guessed
+        nonlocal phase_started
+        now = clock()
+        phase_s[phase] = round(phase_s.get(phase, 0.0) + (now - phase_started) / 1e9, 6)
+        phase_started = now
+        return name
+
     try:
         import torch
 
@@ -155,11 +197,14 @@ def run_case(spec: dict[str, Any], clock: Clock = time.perf_counter_ns) -> Recor
         if wl.devices and device.type not in wl.devices:
             raise CaseSkipped(f"workload {wl.name} runs on {', '.join(wl.devices)} only")
 
-        phase = "isa_probe"
+        phase = enter("isa_probe")
         if device.type == "cpu" and compiler.backend == "inductor":
-            record.metrics["isa_probe_s"] = probe_cpu_isa(spec.get("isa_cache_dir"))
+            probe = probe_cpu_isa(spec.get("isa_cache_dir"))
+            record.metrics["isa_probe_s"] = probe["seconds"]
+            record.metrics["cpu_vec_isa"] = probe["isa"]
+            record.metrics["isa_probe_cached"] = probe["cached"]
 
-        phase = "build"
+        phase = enter("build")
         torch.manual_seed(int(spec.get("seed", 0)))
         ctx = WorkloadContext(
             device=device.torch_name,
@@ -175,7 +220,7 @@ def run_case(spec: dict[str, Any], clock: Clock = time.perf_counter_ns) -> Recor
         record.metrics["build_s"] = (clock() - start) / 1e9
         record.notes.extend(prepared.notes)
 
-        phase = "eager_first_call"
+        phase = enter("eager_first_call")
         out_eager, eager_first = timed_first_call(prepared.eager, device.synchronize, clock)
         out_eager = clone_outputs(out_eager)
         if prepared.accuracy_view:
@@ -188,7 +233,7 @@ def run_case(spec: dict[str, Any], clock: Clock = time.perf_counter_ns) -> Recor
             from .compile_metrics import CompileObserver
 
             observer = CompileObserver().start()
-            phase = "compile"
+            phase = enter("compile")
             out_comp, compiled_first = timed_first_call(prepared.compiled, device.synchronize, clock)
             out_comp = clone_outputs(out_comp)
             if prepared.accuracy_view:
@@ -196,23 +241,27 @@ def run_case(spec: dict[str, Any], clock: Clock = time.perf_counter_ns) -> Recor
             first_snapshot = observer.snapshot()
             record.metrics["compile_time_s"] = compiled_first
             record.metrics["compile_breakdown_s"] = first_snapshot["compile_breakdown_s"]
-            phase = "accuracy"
+            phase = enter("accuracy")
             from .accuracy import compare_outputs
 
             comparer = prepared.compare or compare_outputs
             record.metrics["accuracy"] = comparer(out_eager, out_comp, case.dtype)
             variants["compiled"] = prepared.compiled
 
-        phase = "measure"
+        phase = enter("measure")
         timer: Callable[[Callable[[], Any], int], float]
         if device.has_events:
             timer = EventTimer(device.event_pair, device.synchronize)
         else:
             timer = HostTimer(device.synchronize, clock)
+        for _ in range(policy.warmup):
+            for fn in variants.values():
+                fn()
+        warm_snapshot = observer.snapshot() if observer else None
         inner = {name: calibrate_inner(timer, fn, policy.target_sample_s) for name, fn in variants.items()}
-        samples = measure_interleaved(variants, timer, policy, clock, inner)
+        samples = measure_interleaved(variants, timer, replace(policy, warmup=0), clock, inner)
 
-        phase = "memory"
+        phase = enter("memory")
         mem = {name: memory_pass(device, fn) for name, fn in variants.items()}
 
         record.eager = _variant_block(samples["eager"], eager_first, inner["eager"], mem["eager"])
@@ -220,7 +269,8 @@ def run_case(spec: dict[str, Any], clock: Clock = time.perf_counter_ns) -> Recor
             record.compiled = _variant_block(samples["compiled"], compiled_first, inner["compiled"], mem["compiled"])
         if observer is not None:
             snap = observer.snapshot()
-            _fill_compile_metrics(record, snap, first_snapshot)
+            _fill_compile_metrics(record, snap, first_snapshot, warm_snapshot)
+        phase = enter("done")
         _fill_derived_metrics(record, prepared, policy)
         record.metrics.update(prepared.metrics)
         accuracy = record.metrics.get("accuracy", {})
@@ -247,12 +297,16 @@ def run_case(spec: dict[str, Any], clock: Clock = time.perf_counter_ns) -> Recor
     return record
 
 
-def _fill_compile_metrics(record: Record, snap: dict[str, Any], first: dict[str, Any]) -> None:
+def _fill_compile_metrics(record: Record, snap: dict[str, Any], first: dict[str, Any], warm: dict[str, Any]) -> None:
     m = record.metrics
     for key in ("graph_breaks", "unique_graph_breaks", "graphs", "recompiles", "frames_total", "frames_ok",
                 "calls_captured", "cudagraph_skips", "compiled_frames"):
         m[key] = snap[key]
-    m["recompiles_after_warmup"] = snap["recompiles"] - first["recompiles"]
+    # a compiled train step typically recompiles once on its 2nd call (optimizer state
+    # appears): that is warm-up. Recompiles in the timed rounds are a steady-state problem.
+    m["recompiles_during_warmup"] = warm["recompiles"] - first["recompiles"]
+    m["recompiles_steady_state"] = snap["recompiles"] - warm["recompiles"]
+    m["compile_time_total_s"] = snap["compile_breakdown_s"]["total"]
     m["frames_fell_back"] = max(snap["frames_total"] - snap["frames_ok"], 0)
     m["cache"] = snap["cache"]
     record.graph_break_reasons = snap["graph_break_reasons"]
