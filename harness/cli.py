@@ -29,13 +29,16 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from suites import UnknownSuiteError
 
     from .devices import UnknownDeviceError
+    from .journal import ResumeError
+    from .multigpu import GpuPlanError
     from .runner import PlanError
     from .scenarios import UnknownScenarioError
     from .schema import RunFileError
+    from .shard import ShardError
     from .workloads import UnknownWorkloadError, WorkloadFileError
 
     return (CliError, UnknownCompilerError, UnknownSuiteError, UnknownDeviceError, PlanError, UnknownScenarioError,
-            RunFileError, UnknownWorkloadError, WorkloadFileError)
+            RunFileError, UnknownWorkloadError, WorkloadFileError, ResumeError, ShardError, GpuPlanError)
 
 
 def _split(values: Sequence[str] | None) -> list[str]:
@@ -79,6 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label", default="", help="free-text label stored in the run")
     p.add_argument("--no-ingest", action="store_true", help="do not add the run to OUT/history.sqlite")
     p.add_argument("--report", metavar="HTML", help="also write the HTML report to this path")
+    p.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run from its journal "
+                   "(OUT/runs/RUN_ID.journal.jsonl): runs only the missing cases, with the run's own options")
+    p.add_argument("--max-memory-gb", type=float, help="cap each CPU case's worker at this much virtual memory "
+                   "(RLIMIT_AS; a torch worker needs ~0.7 GB to start): exceeding it gives status oom")
+    p.add_argument("--shard", metavar="I/N", help="run only shard I of N of the plan (CI job matrix; see docs/SCALING.md)")
+    p.add_argument("--shard-costs", metavar="DB", help="history .sqlite whose median case times balance the shards "
+                   "(default: OUT/history.sqlite if present; 'none': round-robin). Every shard must use the same one")
+    p.add_argument("--gpus", action="append", help="GPU indices, e.g. 0,1: run cases concurrently, one worker per GPU")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("show", help="print a run as a table (RUN: path, run id or 'latest'; none: list runs)")
@@ -152,11 +163,27 @@ def _batch_sizes(values: list[str]) -> list[int]:
     return out
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+# options that choose what to run: --resume takes them from the run's journal instead
+_SELECTION_OPTIONS = ("suite", "workload", "scenario", "compiler", "device", "dtype", "batch_size", "size", "timeout",
+                      "min_time", "min_samples", "max_memory_gb", "label")
 
-    from .display import ProgressPrinter, print_failures, results_table
-    from .runner import RunOptions, execute, summarize_statuses
+
+def _check_run_args(args: argparse.Namespace) -> None:
+    if args.max_memory_gb is not None and not args.max_memory_gb > 0:
+        raise CliError(f"--max-memory-gb {args.max_memory_gb:g} must be a positive number of GiB, e.g. 8")
+    if args.resume:
+        given = [o for o in _SELECTION_OPTIONS if getattr(args, o, None)] + (["workload_file"] if args.workload_file else [])
+        if given:
+            flags = ", ".join("--" + o.replace("_", "-") for o in given)
+            raise CliError(f"--resume reuses the interrupted run's own options; drop {flags}")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .display import ProgressPrinter, make_console, print_failures, results_table
+    from .multigpu import parse_gpus
+    from .runner import RunOptions, execute, resume, summarize_statuses
+
+    _check_run_args(args)
 
     opts = RunOptions(
         suite=args.suite,
@@ -173,14 +200,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         label=args.label,
         policy=_policy_overrides(args),
         ingest=not args.no_ingest,
+        max_memory_gb=args.max_memory_gb,
+        shard=args.shard,
+        shard_costs=args.shard_costs,
+        gpus=parse_gpus(args.gpus or []),
     )
     if not opts.suite and not opts.compilers:
         opts.compilers = ["inductor"]
     if not opts.suite and not opts.devices:
         opts.devices = ["cpu"]
-    console = Console()
+    console = make_console()
     try:
-        run = execute(opts, progress=ProgressPrinter())
+        run = resume(args.resume, args.out, ProgressPrinter()) if args.resume else execute(opts, ProgressPrinter())
     except KeyboardInterrupt:
         console.print("interrupted: finished cases were saved", style="yellow")
         return EXIT_INTERRUPTED
@@ -197,12 +228,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from .display import print_failures, results_table
+    from .display import make_console, print_failures, results_table
     from .runner import resolve_run
 
-    console = Console()
+    console = make_console()
     if not args.run:
         runs = sorted((Path(args.out) / "runs").glob("*.json"))
         if not runs:

@@ -11,6 +11,14 @@ from rich.text import Text
 
 from .schema import Case, Record, Run
 
+def make_console(stderr: bool = False) -> Console:
+    """A console that does not squeeze tables to 80 columns in CI logs and pipes."""
+    console = Console(stderr=stderr)
+    if not console.is_terminal:
+        console = Console(stderr=stderr, width=220)
+    return console
+
+
 STATUS_STYLE = {"ok": "green", "skipped": "dim", "fail_accuracy": "magenta"}
 
 
@@ -87,7 +95,7 @@ class ProgressPrinter:
     """One line per case as it starts and finishes; works the same on a TTY and in CI logs."""
 
     def __init__(self, console: Console | None = None):
-        self.console = console or Console(stderr=True)
+        self.console = console or make_console(stderr=True)
         self.started = 0.0
         self.run_started = time.monotonic()
 
