@@ -24,6 +24,8 @@ from typing import Any
 
 from compiler import get_compiler
 
+from .isolation import child_env, classify_memory_failure, memory_limit_bytes, sweep_escaped
+from .journal import Journal, journal_path
 from .schema import Case, Record, Run, load_run, save_run
 from .timing import StopPolicy
 
@@ -52,6 +54,7 @@ class RunOptions:
     label: str = ""
     policy: dict[str, Any] = field(default_factory=dict)
     ingest: bool = True
+    max_memory_gb: float | None = None  # per-case host memory cap (RLIMIT_AS), CPU cases
 
 
 def default_cache_root() -> Path:
@@ -206,11 +209,14 @@ def run_worker(case: Case, spec: dict[str, Any], timeout_s: float, python: str =
     spec_path.write_text(json.dumps(spec))
     cache_dir = tmp / "inductor-cache"
     stdout_path, stderr_path = tmp / "stdout.log", tmp / "stderr.log"
+    env = worker_env(cache_dir)
+    token = child_env(env)  # marks the worker's descendants, even those that leave its session
     started = time.monotonic()
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         proc = subprocess.Popen(
-            [python, "-m", "harness.worker", str(spec_path), str(out_path)],
-            stdout=out, stderr=err, env=worker_env(cache_dir), cwd=str(PROJECT_ROOT), start_new_session=True,
+            # harness.isolation applies the memory cap and parent-death signal, then runs harness.worker
+            [python, "-m", "harness.isolation", str(spec_path), str(out_path)],
+            stdout=out, stderr=err, env=env, cwd=str(PROJECT_ROOT), start_new_session=True,
         )
         try:
             proc.wait(timeout=timeout_s)
@@ -220,14 +226,20 @@ def run_worker(case: Case, spec: dict[str, Any], timeout_s: float, python: str =
             _kill_tree(proc)
         except BaseException:
             _kill_tree(proc)
+            sweep_escaped(token)
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         _kill_tree(proc)  # the worker's own children (compile workers) die with it
+        escaped = sweep_escaped(token)  # and so do descendants that called setsid()
     elapsed = time.monotonic() - started
     logs = {"stdout": _tail(stdout_path), "stderr": _tail(stderr_path)}
     record = _record_from_outcome(case, out_path, proc.returncode, timed_out, timeout_s, logs)
     record.logs = logs if record.status != "ok" else {k: v[-2000:] for k, v in logs.items()}
+    classify_memory_failure(record, memory_limit_bytes(spec))
     record.worker.update({"returncode": proc.returncode, "wall_s": round(elapsed, 3), "python": python})
+    if escaped:
+        record.worker["escaped_processes_killed"] = len(escaped)
+        record.notes.append(f"{len(escaped)} process(es) left behind by the worker outside its session were killed")
     shutil.rmtree(tmp, ignore_errors=True)
     return record
 
@@ -267,6 +279,7 @@ def make_spec(case: Case, opts: RunOptions, policy: dict[str, Any], isa_cache_di
         "workload_files": [str(Path(p).resolve()) for p in opts.workload_files],
         "isa_cache_dir": isa_cache_dir,
         "seed": 0,
+        "limits": {"max_memory_bytes": int(opts.max_memory_gb * (1 << 30)) if opts.max_memory_gb else None},
     }
 
 
@@ -275,9 +288,11 @@ ProgressFn = Callable[[str, Case, int, int, Record | None], None]
 
 def execute(opts: RunOptions, progress: ProgressFn | None = None, environment: dict[str, Any] | None = None) -> Run:
     """Plan, run every case, save the run file (and ingest it). Interrupted runs are saved
-    with the finished cases and `config.interrupted = true`, then KeyboardInterrupt re-raises."""
-    from .devices import parse_device
+    with the finished cases and `config.interrupted = true`, then KeyboardInterrupt re-raises.
+    Each finished case is journaled first (harness/journal.py), so even SIGKILL loses only
+    the case in flight and `resume` can finish the run."""
     from .environment import capture_environment
+    from .journal import journal_header
 
     cases, suite_policy = plan_cases(opts)
     policy = {**StopPolicy().to_dict(), **suite_policy, **opts.policy}
@@ -287,8 +302,6 @@ def execute(opts: RunOptions, progress: ProgressFn | None = None, environment: d
     devices = sorted({c.device for c in cases})
     env = environment if environment is not None else capture_environment(devices)
     run_id = new_run_id(opts.label or opts.suite or "adhoc")
-    isa_cache = default_cache_root() / "isa-probe"
-    isa_cache.mkdir(parents=True, exist_ok=True)
     config = {
         "suite": opts.suite,
         "argv": sys.argv,
@@ -297,14 +310,55 @@ def execute(opts: RunOptions, progress: ProgressFn | None = None, environment: d
         "compilers": {c: get_compiler(c).to_dict() for c in sorted({c.compiler for c in cases})},
         "workload_files": opts.workload_files,
         "cases_planned": len(cases),
+        "max_memory_gb": opts.max_memory_gb,
         "interrupted": False,
     }
     run = Run(run_id=run_id, created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
               label=opts.label, environment=env, config=config)
+    journal = Journal.create(journal_path(opts.out_dir, run_id), journal_header(run, cases, opts))
+    return _run_cases(run, cases, opts, journal, progress)
+
+
+def resume(ref: str, out_dir: str | Path = "results", progress: ProgressFn | None = None,
+           environment: dict[str, Any] | None = None) -> Run:
+    """Finish an interrupted run from its journal: keep the journaled records, run only the
+    missing cases, write the run file a full run would have written (same id, plan order)."""
+    from .environment import capture_environment
+    from .journal import find_journal, read_journal, resume_config
+
+    path = find_journal(ref, out_dir)
+    journal = Journal.reopen(path)  # locks first: nobody appends while we read
+    try:
+        state = read_journal(path)
+        opts = RunOptions(**{k: v for k, v in state.header["options"].items() if k in RunOptions.__dataclass_fields__})
+        opts.out_dir = str(path.parent.parent)
+        load_registries(opts.workload_files)
+        cases = state.planned_cases()
+        env = environment if environment is not None else capture_environment(sorted({c.device for c in cases}))
+        run = Run(run_id=state.run_id, created_at=str(state.header["created_at"]), label=str(state.header["label"]),
+                  environment=state.header["environment"], config=resume_config(state, env, get_compiler))
+        journal.note_resume(run.config["resumed"][-1])
+    except BaseException:
+        journal.close()
+        raise
+    return _run_cases(run, cases, opts, journal, progress, done=state.records)
+
+
+def _run_cases(run: Run, cases: list[Case], opts: RunOptions, journal: Journal, progress: ProgressFn | None,
+               done: dict[str, Record] | None = None) -> Run:
+    from .devices import parse_device
+
+    done = done or {}
+    policy, timeout = run.config["policy"], run.config["timeout_s"]
+    isa_cache = default_cache_root() / "isa-probe"
+    isa_cache.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     try:
         with _sigterm_as_interrupt():
             for i, case in enumerate(cases):
+                if case.case_id in done:  # finished before an interruption: kept as journaled
+                    run.records.append(done[case.case_id])
+                    continue
                 if progress:
                     progress("start", case, i, len(cases), None)
                 avail = parse_device(case.device).availability()
@@ -313,14 +367,20 @@ def execute(opts: RunOptions, progress: ProgressFn | None = None, environment: d
                                                             "traceback": "", "phase": "setup"})
                 else:
                     record = run_worker(case, make_spec(case, opts, policy, str(isa_cache)), timeout)
+                journal.append(record)  # on disk (fsync) before the next case starts
                 run.records.append(record)
                 if progress:
                     progress("done", case, i, len(cases), record)
     except KeyboardInterrupt:
         run.config["interrupted"] = True
+        journal.close()  # kept: `compilebench run --resume` finishes the run from it
         _finish(run, opts, started)
         raise
+    except BaseException:
+        journal.close()
+        raise
     _finish(run, opts, started)
+    journal.remove()  # the complete run file now holds everything the journal had
     return run
 
 
