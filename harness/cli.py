@@ -17,7 +17,7 @@ from pathlib import Path
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 # feature modules that add subcommands: each has register(subparsers)
-COMMAND_MODULES: list[str] = []
+COMMAND_MODULES: list[str] = ["harness.cli_report"]
 
 
 class CliError(Exception):
@@ -96,12 +96,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", nargs="?", help="run file, run id, or 'latest'")
     p.add_argument("--out", default="results", help="results folder holding runs/")
     p.set_defaults(func=cmd_show)
-
-    p = sub.add_parser("report", help="write a self-contained HTML report for a run")
-    p.add_argument("run", help="run file, run id, or 'latest'")
-    p.add_argument("-o", "--output", required=True, help="HTML file to write, e.g. reports/smoke.html")
-    p.add_argument("--out", default="results", help="results folder holding runs/")
-    p.set_defaults(func=cmd_report)
 
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(sub)
@@ -242,16 +236,6 @@ def cmd_show(args: argparse.Namespace) -> int:
     run = resolve_run(args.run, args.out)
     console.print(results_table(run))
     print_failures(console, run)
-    return EXIT_OK
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from .report import write_report
-    from .runner import resolve_run
-
-    run = resolve_run(args.run, args.out)
-    path = write_report(run, args.output)
-    print(f"report written: {path}")
     return EXIT_OK
 
 

@@ -1,29 +1,46 @@
-"""HTML run report: one self-contained file (inline CSS and SVG, no network).
+"""HTML run report: one self-contained file (inline CSS, JS and SVG, no network).
 
 Rendered with Jinja2 with autoescaping on, so every string that came from a model, a
-workload file or an exception is escaped. Charts are matplotlib figures serialised to SVG
-and inlined.
+workload file or an exception is escaped; data handed to inline JS goes through `|tojson`,
+which escapes `<`, `>` and `&` so a `</script>` in a name cannot end the script block.
+Charts come from `harness.charts` (matplotlib -> inline SVG).
 """
 
 from __future__ import annotations
 
-import io
+import functools
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from .display import fmt_bytes, fmt_seconds
-from .schema import Run
+from .schema import Record, Run
 from .stats import geomean
 
+FAILED_STATUSES_ORDER = ("crashed", "timeout", "oom", "fail_compile", "fail_run", "fail_accuracy", "skipped")
 
-def _env() -> Environment:
-    env = Environment(loader=PackageLoader("harness", "templates"), autoescape=select_autoescape(["html", "j2"]))
+
+@functools.lru_cache(maxsize=1)
+def template_env() -> Environment:
+    """The Jinja2 environment shared by the report and the dashboard (autoescape always on).
+    Cached: compiling the templates costs more than rendering one report."""
+    env = Environment(loader=PackageLoader("harness", "templates"), autoescape=select_autoescape(default=True),
+                      trim_blocks=True, lstrip_blocks=True)
     env.filters["seconds"] = fmt_seconds
     env.filters["bytes"] = fmt_bytes
+    env.filters["x"] = lambda v, digits=2: "-" if v is None else f"{v:.{digits}f}x"
+    env.filters["metric"] = _format_metric
+    env.filters["pct"] = lambda v, digits=0: "-" if v is None else f"{100 * v:.{digits}f}%"
     return env
+
+
+def _format_metric(v: float | None, fmt: str) -> str:
+    from .dashboard import format_value
+
+    return format_value(v, fmt)
 
 
 def headline(run: Run) -> list[dict[str, Any]]:
@@ -52,41 +69,178 @@ def headline(run: Run) -> list[dict[str, Any]]:
     return rows
 
 
-def speedup_chart_svg(run: Run) -> str:
-    """Horizontal bars: speedup per case with its bootstrap CI, 1.0x marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    recs = [r for r in run.records if r.metrics.get("speedup")]
-    if not recs:
-        return ""
-    labels = [r.case_id for r in recs]
-    values = [r.metrics["speedup"] for r in recs]
-    lows = [v - (r.metrics.get("speedup_ci_low") or v) for v, r in zip(values, recs)]
-    highs = [(r.metrics.get("speedup_ci_high") or v) - v for v, r in zip(values, recs)]
-    fig, ax = plt.subplots(figsize=(9, 0.45 * len(recs) + 1.2))
-    colors = ["#2e7d32" if v >= 1 else "#c62828" for v in values]
-    ax.barh(range(len(recs)), values, xerr=[lows, highs], color=colors, capsize=3)
-    ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.set_yticks(range(len(recs)), labels, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("speedup over eager (median ratio, 95% CI)")
-    fig.tight_layout()
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg")
-    plt.close(fig)
-    svg = buf.getvalue()
-    return svg[svg.index("<svg"):]  # drop the XML prolog so it inlines in HTML
-
-
-def render_report(run: Run) -> str:
-    template = _env().get_template("report.html.j2")
-    return template.render(run=run, headline=headline(run), chart_svg=speedup_chart_svg(run))
+def case_rows(run: Run) -> list[dict[str, Any]]:
+    """One dict per record with what the case table shows; sort keys are plain numbers."""
+    rows = []
+    for r in run.records:
+        m = r.metrics or {}
+        bd = m.get("compile_breakdown_s") or {}
+        rows.append({
+            "record": r,
+            "case_id": r.case_id,
+            "workload": r.case.workload,
+            "compiler": r.case.compiler,
+            "device": r.case.device,
+            "status": r.status,
+            "speedup": m.get("speedup"),
+            "ci": (m.get("speedup_ci_low"), m.get("speedup_ci_high")),
+            "latency_s": m.get("latency_s"),
+            "throughput": m.get("throughput"),
+            "unit": m.get("throughput_unit") or "",
+            "compile_s": m.get("compile_time_s"),
+            "warm_compile_s": m.get("warm_compile_time_s"),
+            "stages": {k: bd.get(k) for k in ("dynamo", "aot_autograd")} | {
+                "inductor": (bd.get("inductor") or 0) + (bd.get("inductor_codegen") or 0) if bd else None},
+            "mem_eager": (r.eager or {}).get("peak_memory_bytes"),
+            "mem_compiled": (r.compiled or {}).get("peak_memory_bytes"),
+            "graph_breaks": m.get("graph_breaks"),
+            "recompiles": m.get("recompiles"),
+            "accuracy": (m.get("accuracy") or {}).get("status") if isinstance(m.get("accuracy"), dict) else None,
+        })
+    return rows
 
 
-def write_report(run: Run, out: str | Path) -> Path:
+def grouped_reasons(records: list[Record], attr: str) -> list[dict[str, Any]]:
+    """Graph-break or recompile reasons grouped by (reason, location) across cases, most frequent first."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in records:
+        for item in getattr(r, attr) or []:
+            key = (str(item.get("reason", "")), str(item.get("location", "unknown")))
+            g = groups.setdefault(key, {"reason": key[0], "location": key[1], "count": 0, "cases": [],
+                                        "function": item.get("function", ""), "user_stack": item.get("user_stack", "")})
+            g["count"] += int(item.get("count", 1) or 1)
+            if r.case_id not in g["cases"]:
+                g["cases"].append(r.case_id)
+    return sorted(groups.values(), key=lambda g: (-g["count"], g["location"]))
+
+
+# -- comparison with a baseline run ------------------------------------------------------------
+
+VERDICT_ORDER = ("regression", "now failing", "missing", "improvement", "now passing", "new", "unchanged")
+
+
+@dataclass
+class Delta:
+    """One case compared with the baseline: what changed and the verdict it earns."""
+
+    case_id: str
+    verdict: str
+    base_speedup: float | None = None
+    head_speedup: float | None = None
+    base_status: str | None = None
+    head_status: str | None = None
+    changes: dict[str, float | None] = field(default_factory=dict)  # metric -> relative change (head/base - 1)
+    reasons: list[str] = field(default_factory=list)
+
+
+# Used until harness/compare.py (issue 6) lands: one relative threshold per metric, no
+# noise model. See docs/REPORTS.md: the report switches to compare's verdicts when it exists.
+SIMPLE_THRESHOLDS = {"speedup": 0.05, "latency_s": 0.05, "compile_time_s": 0.15, "compiled_peak_memory_bytes": 0.10}
+_LOWER_IS_BETTER = {"latency_s", "compile_time_s", "compiled_peak_memory_bytes"}
+
+
+def _metric(r: Record, name: str) -> float | None:
+    if name == "compiled_peak_memory_bytes":
+        return (r.compiled or {}).get("peak_memory_bytes")
+    return (r.metrics or {}).get(name)
+
+
+def simple_compare(base: Run, head: Run) -> list[Delta]:
+    """Threshold-only comparison of head against base, regressions first."""
+    b_map, h_map = base.record_map(), head.record_map()
+    out = []
+    for case_id in sorted(set(b_map) | set(h_map)):
+        b, h = b_map.get(case_id), h_map.get(case_id)
+        if b is None or h is None:
+            out.append(Delta(case_id, "new" if b is None else "missing", base_status=b and b.status,
+                             head_status=h and h.status))
+            continue
+        d = Delta(case_id, "unchanged", b.metrics.get("speedup"), h.metrics.get("speedup"), b.status, h.status)
+        if b.status == "ok" and h.status != "ok":
+            d.verdict, d.reasons = "now failing", [f"status {b.status} -> {h.status}"]
+        elif b.status != "ok" and h.status == "ok":
+            d.verdict, d.reasons = "now passing", [f"status {b.status} -> {h.status}"]
+        else:
+            _judge_metrics(b, h, d)
+        out.append(d)
+    return sorted(out, key=lambda d: (VERDICT_ORDER.index(d.verdict), d.case_id))
+
+
+def _judge_metrics(b: Record, h: Record, d: Delta) -> None:
+    worse, better = [], []
+    for name, threshold in SIMPLE_THRESHOLDS.items():
+        bv, hv = _metric(b, name), _metric(h, name)
+        if not bv or hv is None:
+            d.changes[name] = None
+            continue
+        change = hv / bv - 1
+        d.changes[name] = change
+        bad = change > threshold if name in _LOWER_IS_BETTER else change < -threshold
+        good = change < -threshold if name in _LOWER_IS_BETTER else change > threshold
+        if bad:
+            worse.append(f"{name} {change:+.1%}")
+        elif good:
+            better.append(f"{name} {change:+.1%}")
+    d.reasons = worse or better
+    d.verdict = "regression" if worse else ("improvement" if better else "unchanged")
+
+
+def compare_for_report(base: Run, head: Run) -> tuple[list[Delta], str]:
+    """(deltas, source): compare.py's verdicts when that module provides them, else thresholds."""
+    return simple_compare(base, head), "simple thresholds (" + ", ".join(
+        f"{k} {v:.0%}" for k, v in SIMPLE_THRESHOLDS.items()) + "; no noise model)"
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+def report_context(run: Run, baseline: Run | None = None, charts: bool = True) -> dict[str, Any]:
+    """Everything the template needs; `charts=False` skips matplotlib (dashboard night pages)."""
+    from .charts import report_charts
+
+    deltas, compare_source = compare_for_report(baseline, run) if baseline is not None else ([], "")
+    verdict_counts: dict[str, int] = defaultdict(int)
+    for d in deltas:
+        verdict_counts[d.verdict] += 1
+    status_counts: dict[str, int] = defaultdict(int)
+    for r in run.records:
+        status_counts[r.status] += 1
+    return {
+        "run": run,
+        "synthetic": is_synthetic(run),
+        "headline": headline(run),
+        "rows": case_rows(run),
+        "statuses": sorted(status_counts),
+        "status_counts": dict(status_counts),
+        "compilers": sorted({r.case.compiler for r in run.records}),
+        "charts": report_charts(run.records) if charts else [],
+        "charts_omitted": not charts,
+        "graph_breaks": grouped_reasons(run.records, "graph_break_reasons"),
+        "recompiles": grouped_reasons(run.records, "recompile_reasons"),
+        "failed": sorted((r for r in run.records if r.error),
+                         key=lambda r: (_status_rank(r.status), r.case_id)),
+        "baseline": baseline,
+        "deltas": deltas,
+        "verdict_counts": dict(verdict_counts),
+        "compare_source": compare_source,
+    }
+
+
+def _status_rank(status: str) -> int:
+    return FAILED_STATUSES_ORDER.index(status) if status in FAILED_STATUSES_ORDER else len(FAILED_STATUSES_ORDER)
+
+
+def is_synthetic(run: Run) -> bool:
+    """Generated data (benchmarks, demos) is flagged in the run so every page can say so."""
+    return bool(run.environment.get("synthetic")) or "SYNTHETIC" in (run.label or "")
+
+
+def render_report(run: Run, baseline: Run | None = None, charts: bool = True, links: dict[str, str] | None = None) -> str:
+    """The report as one HTML string. `links` adds navigation (e.g. back to the dashboard)."""
+    template = template_env().get_template("report.html.j2")
+    return template.render(**report_context(run, baseline, charts), links=links or {})
+
+
+def write_report(run: Run, out: str | Path, baseline: Run | None = None) -> Path:
     from .schema import write_text_atomic
 
-    return write_text_atomic(out, render_report(run))
+    return write_text_atomic(out, render_report(run, baseline))
