@@ -17,7 +17,7 @@ from pathlib import Path
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 # feature modules that add subcommands: each has register(subparsers)
-COMMAND_MODULES: list[str] = ["harness.cli_report"]
+COMMAND_MODULES: list[str] = ["harness.cli_report", "harness.cli_scale"]
 
 
 class CliError(Exception):
@@ -27,6 +27,7 @@ class CliError(Exception):
 def _user_errors() -> tuple[type[BaseException], ...]:
     from compiler import UnknownCompilerError
     from suites import UnknownSuiteError
+    from suites.distributed import DistributedError
 
     from .devices import UnknownDeviceError
     from .journal import ResumeError
@@ -38,7 +39,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from .workloads import UnknownWorkloadError, WorkloadFileError
 
     return (CliError, UnknownCompilerError, UnknownSuiteError, UnknownDeviceError, PlanError, UnknownScenarioError,
-            RunFileError, UnknownWorkloadError, WorkloadFileError, ResumeError, ShardError, GpuPlanError)
+            RunFileError, UnknownWorkloadError, WorkloadFileError, ResumeError, ShardError, GpuPlanError,
+            DistributedError)
 
 
 def _split(values: Sequence[str] | None) -> list[str]:
@@ -159,7 +161,7 @@ def _batch_sizes(values: list[str]) -> list[int]:
 
 # options that choose what to run: --resume takes them from the run's journal instead
 _SELECTION_OPTIONS = ("suite", "workload", "scenario", "compiler", "device", "dtype", "batch_size", "size", "timeout",
-                      "min_time", "min_samples", "max_memory_gb", "label")
+                      "min_time", "min_samples", "max_memory_gb", "label", "shard", "shard_costs")
 
 
 def _check_run_args(args: argparse.Namespace) -> None:

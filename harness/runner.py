@@ -55,6 +55,9 @@ class RunOptions:
     policy: dict[str, Any] = field(default_factory=dict)
     ingest: bool = True
     max_memory_gb: float | None = None  # per-case host memory cap (RLIMIT_AS), CPU cases
+    shard: str | None = None  # 'i/N': run one shard of the plan (harness/shard.py)
+    shard_costs: str | None = None  # history .sqlite balancing the shards, or 'none'
+    gpus: list[int] = field(default_factory=list)  # one concurrent worker per GPU (harness/multigpu.py)
 
 
 def default_cache_root() -> Path:
@@ -202,14 +205,14 @@ def worker_env(cache_dir: Path) -> dict[str, str]:
 
 
 def run_worker(case: Case, spec: dict[str, Any], timeout_s: float, python: str = sys.executable,
-               workdir: Path | None = None) -> Record:
+               workdir: Path | None = None, extra_env: dict[str, str] | None = None) -> Record:
     """Run one case in a fresh process; every outcome (record, crash, timeout) is a Record."""
     tmp = Path(tempfile.mkdtemp(prefix="cb-case-", dir=workdir))
     spec_path, out_path = tmp / "spec.json", tmp / "record.json"
     spec_path.write_text(json.dumps(spec))
     cache_dir = tmp / "inductor-cache"
     stdout_path, stderr_path = tmp / "stdout.log", tmp / "stderr.log"
-    env = worker_env(cache_dir)
+    env = {**worker_env(cache_dir), **(extra_env or {})}  # extra_env: GPU pinning (--gpus)
     token = child_env(env)  # marks the worker's descendants, even those that leave its session
     started = time.monotonic()
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
@@ -218,6 +221,7 @@ def run_worker(case: Case, spec: dict[str, Any], timeout_s: float, python: str =
             [python, "-m", "harness.isolation", str(spec_path), str(out_path)],
             stdout=out, stderr=err, env=env, cwd=str(PROJECT_ROOT), start_new_session=True,
         )
+        LIVE_WORKERS.add(proc)  # so an interrupted --gpus run can kill every worker in flight
         try:
             proc.wait(timeout=timeout_s)
             timed_out = False
@@ -230,6 +234,7 @@ def run_worker(case: Case, spec: dict[str, Any], timeout_s: float, python: str =
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         _kill_tree(proc)  # the worker's own children (compile workers) die with it
+        LIVE_WORKERS.discard(proc)
         escaped = sweep_escaped(token)  # and so do descendants that called setsid()
     elapsed = time.monotonic() - started
     logs = {"stdout": _tail(stdout_path), "stderr": _tail(stderr_path)}
@@ -242,6 +247,14 @@ def run_worker(case: Case, spec: dict[str, Any], timeout_s: float, python: str =
         record.notes.append(f"{len(escaped)} process(es) left behind by the worker outside its session were killed")
     shutil.rmtree(tmp, ignore_errors=True)
     return record
+
+
+LIVE_WORKERS: set[subprocess.Popen] = set()
+
+
+def kill_live_workers() -> None:
+    for proc in list(LIVE_WORKERS):
+        _kill_tree(proc)
 
 
 def _record_from_outcome(case: Case, out_path: Path, rc: int | None, timed_out: bool, timeout_s: float,
@@ -295,6 +308,9 @@ def execute(opts: RunOptions, progress: ProgressFn | None = None, environment: d
     from .journal import journal_header
 
     cases, suite_policy = plan_cases(opts)
+    from .shard import apply_shard
+
+    cases, shard_info = apply_shard(cases, opts.shard, opts.shard_costs, Path(opts.out_dir) / "history.sqlite")
     policy = {**StopPolicy().to_dict(), **suite_policy, **opts.policy}
     from suites import SUITES
 
@@ -311,6 +327,8 @@ def execute(opts: RunOptions, progress: ProgressFn | None = None, environment: d
         "workload_files": opts.workload_files,
         "cases_planned": len(cases),
         "max_memory_gb": opts.max_memory_gb,
+        "shard": shard_info,
+        "gpus": opts.gpus or None,
         "interrupted": False,
     }
     run = Run(run_id=run_id, created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -353,6 +371,16 @@ def _run_cases(run: Run, cases: list[Case], opts: RunOptions, journal: Journal, 
     isa_cache = default_cache_root() / "isa-probe"
     isa_cache.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+
+    def run_one(case: Case, extra_env: dict[str, str] | None = None) -> Record:
+        avail = parse_device(case.device).availability()
+        if not avail.available:
+            return Record(case, "skipped", error={"type": "Skipped", "message": avail.reason, "traceback": "", "phase": "setup"})
+        return run_worker(case, make_spec(case, opts, policy, str(isa_cache)), timeout, extra_env=extra_env)
+
+    from .multigpu import start_pool
+
+    pool = start_pool([c for c in cases if c.case_id not in done], run_one, opts.gpus, opts.out_dir)
     try:
         with _sigterm_as_interrupt():
             for i, case in enumerate(cases):
@@ -361,17 +389,15 @@ def _run_cases(run: Run, cases: list[Case], opts: RunOptions, journal: Journal, 
                     continue
                 if progress:
                     progress("start", case, i, len(cases), None)
-                avail = parse_device(case.device).availability()
-                if not avail.available:
-                    record = Record(case, "skipped", error={"type": "Skipped", "message": avail.reason,
-                                                            "traceback": "", "phase": "setup"})
-                else:
-                    record = run_worker(case, make_spec(case, opts, policy, str(isa_cache)), timeout)
+                record = pool.result(case) if pool else run_one(case)
                 journal.append(record)  # on disk (fsync) before the next case starts
                 run.records.append(record)
                 if progress:
                     progress("done", case, i, len(cases), record)
     except KeyboardInterrupt:
+        if pool:
+            pool.cancel()
+            kill_live_workers()
         run.config["interrupted"] = True
         journal.close()  # kept: `compilebench run --resume` finishes the run from it
         _finish(run, opts, started)
