@@ -1,0 +1,168 @@
+"""The HTML run report: content, escaping, charts, --baseline verdicts and the CLI."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+
+from harness.charts import MAX_BAR_ROWS, report_charts, speedup_bars
+from harness.cli import main
+from harness.report import grouped_reasons, render_report, simple_compare, write_report
+from harness.schema import Case, Record, Run, save_run
+from harness.synthetic import SyntheticSpec, synthetic_run
+
+HOSTILE_NAME = "<script>alert('name')</script>$x$"
+HOSTILE_MESSAGE = "</script><img src=x onerror=\"window.__pwned=1\">"
+
+
+def _run(cases: int = 6, **kw) -> Run:
+    return synthetic_run(SyntheticSpec(cases=cases, **kw), night=0)
+
+
+def hostile_run() -> Run:
+    """A run whose workload name, reasons and exception carry markup (tests and the browser test)."""
+    run = _run(cases=4)
+    ok = run.records[0]
+    bad_case = replace(ok.case, workload=HOSTILE_NAME)
+    hostile_ok = replace(ok, case=bad_case, graph_break_reasons=[
+        {"reason": HOSTILE_MESSAGE, "location": "<b>model.py</b>:3", "count": 2, "user_stack": HOSTILE_MESSAGE}],
+        recompile_reasons=[{"function": "<i>f</i>", "location": "m.py:1", "reason": HOSTILE_MESSAGE}])
+    failed = Record(replace(bad_case, compiler="inductor-max-autotune"), "fail_compile",
+                    error={"type": "<svg onload=alert(1)>", "message": HOSTILE_MESSAGE, "traceback": HOSTILE_MESSAGE,
+                           "phase": "compile"})
+    run.records = [hostile_ok, failed, *run.records[1:]]
+    run.label = HOSTILE_MESSAGE
+    run.environment["host"] = HOSTILE_MESSAGE
+    return run
+
+
+def test_report_has_headline_table_charts_and_environment():
+    run = _run(cases=6)
+    html = render_report(run)
+    assert html.count("<svg") == 4  # speedup, compile-vs-speedup, memory, latency
+    for key in ("chart-speedup", "chart-compile-vs-speedup", "chart-memory", "chart-latency"):
+        assert f'id="{key}"' in html
+    cases_table = html.split('<table id="cases"', 1)[1].split("</table>", 1)[0]
+    assert cases_table.count("<tr data-status=") == len(run.records)
+    assert "samples/s" in cases_table  # throughput in the workload's unit
+    assert 'id="synthetic"' in html and "SYNTHETIC" in html
+    # self-contained: no CDN, no external script, stylesheet, image or font
+    assert not re.search(r"""(src|href)=["']?(https?:)?//|<link |@import|url\(["']?https?:""", html)
+
+
+def test_headline_counts_failures_by_status():
+    run = _run(cases=6)
+    run.records[0] = Record(run.records[0].case, "timeout", error={"type": "Timeout", "message": "too slow"})
+    html = render_report(run)
+    headline = html.split('<table id="headline"', 1)[1].split("</table>", 1)[0]
+    assert "timeout: 1" in headline
+    assert re.search(r"\d+%", headline)
+
+
+def test_every_hostile_string_is_escaped():
+    html = render_report(hostile_run(), baseline=_run(cases=4))
+    # the only script blocks are ours; no payload survives as markup anywhere
+    assert html.count("<script") == 1 and html.count("</script>") == 1
+    assert "<img" not in html and "<svg onload" not in html and "<b>model.py" not in html
+    assert "&lt;script&gt;alert(&#39;name&#39;)&lt;/script&gt;" in html
+    assert "&lt;/script&gt;&lt;img src=x onerror=&#34;window.__pwned=1&#34;&gt;" in html
+
+
+def test_hostile_names_in_charts_are_xml_escaped_and_dollar_is_not_mathtext():
+    charts = report_charts(hostile_run().records)
+    svg = "".join(c.svg for c in charts)
+    assert "<script" not in svg and "&lt;script&gt;" in svg
+    assert "$x$" in svg  # a dollar sign in a name stays text (mathtext off), never a parse error
+
+
+def test_big_runs_cap_bar_chart_rows_and_say_so():
+    chart = speedup_bars(_run(cases=2 * (MAX_BAR_ROWS + 10), compilers=("inductor",)).records)
+    assert chart is not None and "showing the 60 lowest-speedup of 140 rows" in chart.note
+
+
+def test_grouped_reasons_count_across_cases():
+    run = _run(cases=3)
+    for r in run.records:
+        r.graph_break_reasons = [{"reason": "print()", "location": "m.py:4", "count": 2}]
+    groups = grouped_reasons(run.records, "graph_break_reasons")
+    assert len(groups) == 1 and groups[0]["count"] == 6 and len(groups[0]["cases"]) == 3
+
+
+def _baseline_pair() -> tuple[Run, Run]:
+    base = _run(cases=6)
+    head = _run(cases=6)
+    head.run_id = "head"
+    recs = head.records
+    recs[0].metrics["speedup"] = base.records[0].metrics["speedup"] * 0.7  # regression
+    recs[1].metrics["speedup"] = base.records[1].metrics["speedup"] * 1.3  # improvement
+    recs[2] = Record(recs[2].case, "crashed", error={"type": "Crash", "message": "segfault"})  # now failing
+    for r, b in zip(recs[3:], base.records[3:], strict=True):
+        r.metrics = dict(b.metrics)
+        r.compiled = dict(b.compiled)
+    new_case = replace(recs[5].case, workload="brand-new")
+    head.records = [*recs[:5], replace(recs[5], case=new_case)]  # base's 6th case missing, a new one appears
+    return base, head
+
+
+def test_simple_compare_verdicts_regressions_first():
+    base, head = _baseline_pair()
+    deltas = simple_compare(base, head)
+    verdicts = [d.verdict for d in deltas]
+    assert verdicts[0] == "regression"
+    assert verdicts.index("regression") < verdicts.index("now failing") < verdicts.index("improvement")
+    assert sorted(verdicts) == sorted(["regression", "improvement", "now failing", "unchanged", "unchanged",
+                                       "missing", "new"])
+    reg = deltas[0]
+    assert reg.changes["speedup"] == pytest.approx(-0.3)
+
+
+def test_report_with_baseline_colours_rows_by_verdict():
+    base, head = _baseline_pair()
+    html = render_report(head, baseline=base)
+    deltas = html.split('<table id="deltas"', 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r'<tr class="(v-[a-z-]+)"', deltas)
+    assert rows[0] == "v-regression" and "v-improvement" in rows and "v-now-failing" in rows
+    assert "-30.0%" in deltas
+
+
+def test_cli_report_with_baseline(results_dir, tmp_path):
+    base, head = _baseline_pair()
+    save_run(base, results_dir / "runs" / f"{base.run_id}.json")
+    save_run(head, results_dir / "runs" / "head.json")
+    out = tmp_path / "r.html"
+    rc = main(["report", "head", "--baseline", base.run_id, "--out", str(results_dir), "-o", str(out)])
+    assert rc == 0 and 'id="deltas"' in out.read_text()
+    assert main(["report", "head", "-o", str(out), "--out", str(results_dir)]) == 0
+    assert 'id="deltas"' not in out.read_text()
+
+
+def test_cli_report_bad_baseline_is_a_one_line_error(results_dir, tmp_path, capsys):
+    save_run(_run(cases=2), results_dir / "runs" / "head.json")
+    rc = main(["report", "head", "--baseline", "nope", "--out", str(results_dir), "-o", str(tmp_path / "r.html")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.startswith("compilebench: error:") and "\n" not in err
+
+
+def test_write_report_is_atomic_and_returns_path(tmp_path):
+    path = write_report(_run(cases=2), tmp_path / "sub" / "r.html")
+    assert path.is_file() and list(path.parent.iterdir()) == [path]
+
+
+def test_failed_case_without_metrics_renders():
+    case = Case("w", "forward", "inductor", "cpu", "float32", 1, "tiny")
+    run = Run("r", "2026-01-01T00:00:00", "", {}, {}, [Record(case, "oom", error={"type": "OOM", "message": "m"})])
+    html = render_report(run)
+    assert "oom" in html and html.count("<svg") == 0
+
+
+@pytest.mark.slow
+def test_report_from_a_real_cpu_run(results_dir, tmp_path):
+    """The real path: a tiny MLP measured by the worker, then reported (CPU, ~20-40 s)."""
+    out = tmp_path / "real.html"
+    rc = main(["run", "-w", "mlp-classic", "--scenario", "forward", "--min-time", "0.05", "--min-samples", "10",
+               "--out", str(results_dir), "--no-ingest", "--report", str(out)])
+    assert rc == 0
+    html = out.read_text()
+    assert html.count("<svg") == 4 and "mlp-classic/forward/inductor/cpu" in html
