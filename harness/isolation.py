@@ -94,8 +94,19 @@ def main(argv: list[str] | None = None) -> int:
     return worker_main(argv)
 
 
-def sweep_escaped(token: str) -> list[int]:
-    """Kill this user's processes whose environment carries `token`; returns their pids."""
+def _session_of(pid: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return int(fields[3])  # after "pid (comm)": state ppid pgrp session
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def sweep_escaped(token: str, session: int | None = None) -> list[int]:
+    """SIGKILL this user's processes whose environment carries `token`. Returns the pids of
+    those outside `session` (the worker's own session was already killed as a group; its
+    members may still be dying and are not escapees)."""
     killed: list[int] = []
     needle = f"{TOKEN_ENV}={token}".encode()
     me, uid = os.getpid(), os.getuid()
@@ -116,9 +127,10 @@ def sweep_escaped(token: str) -> list[int]:
         if needle in environ.split(b"\0"):
             try:
                 os.kill(int(name), signal.SIGKILL)
-                killed.append(int(name))
             except (ProcessLookupError, PermissionError):
-                pass
+                continue
+            if session is None or _session_of(name) != session:
+                killed.append(int(name))
     return killed
 
 

@@ -62,6 +62,7 @@ class Journal:
     def __init__(self, path: Path, fd: int):
         self.path = path
         self._fd = fd
+        self.torn_tail_dropped = False
 
     @classmethod
     def create(cls, path: str | Path, header: dict[str, Any]) -> Journal:
@@ -80,8 +81,14 @@ class Journal:
         fd = os.open(path, os.O_RDWR | os.O_APPEND)
         journal = cls(path, fd)
         journal._lock()
-        _drop_torn_tail(fd)
+        journal.torn_tail_dropped = _drop_torn_tail(fd)
         return journal
+
+    def read(self) -> JournalState:
+        """The journal's contents, counting a torn tail that reopening cut off."""
+        state = read_journal(self.path)
+        state.torn_lines += int(self.torn_tail_dropped)
+        return state
 
     def _lock(self) -> None:
         try:
@@ -135,19 +142,20 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _drop_torn_tail(fd: int) -> None:
+def _drop_torn_tail(fd: int) -> bool:
     """Cut a last line that has no newline (the write SIGKILL interrupted) so the next
-    append starts on a line of its own."""
+    append starts on a line of its own. Returns whether there was one."""
     size = os.fstat(fd).st_size
     if size == 0:
-        return
+        return False
     chunk = min(size, 1 << 20)
     data = os.pread(fd, chunk, size - chunk)
     if data.endswith(b"\n"):
-        return
+        return False
     cut = data.rfind(b"\n")
     os.ftruncate(fd, (size - chunk) + cut + 1 if cut >= 0 else 0)
     os.fsync(fd)
+    return True
 
 
 @dataclass

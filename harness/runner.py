@@ -235,7 +235,7 @@ def run_worker(case: Case, spec: dict[str, Any], timeout_s: float, python: str =
             raise
         _kill_tree(proc)  # the worker's own children (compile workers) die with it
         LIVE_WORKERS.discard(proc)
-        escaped = sweep_escaped(token)  # and so do descendants that called setsid()
+        escaped = sweep_escaped(token, session=proc.pid)  # and so do descendants that called setsid()
     elapsed = time.monotonic() - started
     logs = {"stdout": _tail(stdout_path), "stderr": _tail(stderr_path)}
     record = _record_from_outcome(case, out_path, proc.returncode, timed_out, timeout_s, logs)
@@ -342,12 +342,12 @@ def resume(ref: str, out_dir: str | Path = "results", progress: ProgressFn | Non
     """Finish an interrupted run from its journal: keep the journaled records, run only the
     missing cases, write the run file a full run would have written (same id, plan order)."""
     from .environment import capture_environment
-    from .journal import find_journal, read_journal, resume_config
+    from .journal import find_journal, resume_config
 
     path = find_journal(ref, out_dir)
     journal = Journal.reopen(path)  # locks first: nobody appends while we read
     try:
-        state = read_journal(path)
+        state = journal.read()
         opts = RunOptions(**{k: v for k, v in state.header["options"].items() if k in RunOptions.__dataclass_fields__})
         opts.out_dir = str(path.parent.parent)
         load_registries(opts.workload_files)

@@ -24,6 +24,28 @@ class RunFileError(ValueError):
     """A run file that cannot be loaded; the message names the file and the fix."""
 
 
+def _expect(value: Any, types: type | tuple[type, ...], what: str) -> Any:
+    """Type check for loaded data: a wrong type is a ValueError naming the field (the
+    loader turns it into a RunFileError), never a TypeError/AttributeError later on."""
+    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        raise ValueError(f"{what} must be {_type_names(types)}, not a boolean")
+    if not isinstance(value, types):
+        raise ValueError(f"{what} must be {_type_names(types)}, not {type(value).__name__}")
+    return value
+
+
+def _type_names(types: type | tuple[type, ...]) -> str:
+    names = {"NoneType": "null", "dict": "an object", "list": "a list", "str": "a string", "int": "an integer"}
+    return " or ".join(names.get(t.__name__, t.__name__) for t in (types if isinstance(types, tuple) else (types,)))
+
+
+_CASE_STR_FIELDS = ("workload", "scenario", "compiler", "device", "dtype", "size")
+_RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "error": (dict, type(None)), "eager": (dict, type(None)), "compiled": (dict, type(None)), "metrics": dict,
+    "graph_break_reasons": list, "recompile_reasons": list, "notes": list, "logs": dict, "worker": dict,
+}
+
+
 @dataclass(frozen=True, order=True)
 class Case:
     """One measurement: workload x scenario x compiler x device x dtype x batch x size.
@@ -54,9 +76,13 @@ class Case:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Case:
-        data = dict(data)
-        data["options"] = tuple(sorted((data.get("options") or {}).items()))
-        data["batch_size"] = int(data["batch_size"])
+        data = dict(_expect(data, dict, "case"))
+        for name in _CASE_STR_FIELDS:
+            _expect(data[name], str, f"case.{name}")
+        _expect(data.get("suite", ""), str, "case.suite")
+        options = _expect(data.get("options") or {}, dict, "case.options")
+        data["options"] = tuple(sorted(options.items()))
+        data["batch_size"] = int(_expect(data["batch_size"], (int, str), "case.batch_size"))
         return cls(**data)
 
 
@@ -88,11 +114,14 @@ class Record:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Record:
-        data = dict(data)
+        data = dict(_expect(data, dict, "record"))
         data.pop("case_id", None)
         data["case"] = Case.from_dict(data["case"])
-        if data["status"] not in STATUSES:
+        if not isinstance(data["status"], str) or data["status"] not in STATUSES:
             raise ValueError(f"unknown status {data['status']!r}")
+        for name, types in _RECORD_FIELDS.items():
+            if name in data:
+                _expect(data[name], types, f"record.{name}")
         return cls(**data)
 
 
@@ -145,17 +174,30 @@ def save_run(run: Run, path: str | Path) -> Path:
 
 def _load_v1(data: dict[str, Any]) -> Run:
     return Run(
-        run_id=str(data["run_id"]),
+        run_id=_expect(data["run_id"], str, "run_id"),
         created_at=str(data["created_at"]),
         label=str(data.get("label") or ""),
-        environment=dict(data.get("environment") or {}),
-        config=dict(data.get("config") or {}),
-        records=[Record.from_dict(r) for r in data.get("records") or []],
+        environment=dict(_expect(data.get("environment") or {}, dict, "environment")),
+        config=dict(_expect(data.get("config") or {}, dict, "config")),
+        records=[Record.from_dict(r) for r in _expect(data.get("records") or [], list, "records")],
         schema_version=1,
     )
 
 
+# The loader of the current version. Older versions do not get loaders of their own: each
+# gets an upgrader in UPGRADERS turning a version-n dict into a version-(n+1) dict, so a
+# file of any old version climbs the chain to the current loader. When v2 arrives: add
+# `_load_v2`, point LOADERS at it, and add UPGRADERS[1] (v1 dict -> v2 dict); the
+# committed v1 files under tests/data/ keep proving that chain.
 LOADERS: dict[int, Callable[[dict[str, Any]], Run]] = {1: _load_v1}
+UPGRADERS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def _upgrade(data: dict[str, Any], version: int) -> tuple[dict[str, Any], int]:
+    while version not in LOADERS and version in UPGRADERS:
+        data = UPGRADERS[version](data)
+        version += 1
+    return data, version
 
 
 def run_from_dict(data: Any, source: str = "<data>") -> Run:
@@ -171,12 +213,16 @@ def run_from_dict(data: Any, source: str = "<data>") -> Run:
             f"{source}: schema_version {version} is newer than this compilebench understands "
             f"({SCHEMA_VERSION}); upgrade compilebench to read it"
         )
-    loader = LOADERS.get(version)
-    if loader is None:
-        raise RunFileError(f"{source}: schema_version {version} has no loader; supported: {sorted(LOADERS)}")
     try:
+        data, version = _upgrade(data, version)
+        loader = LOADERS.get(version)
+        if loader is None:
+            supported = sorted({*LOADERS, *UPGRADERS})
+            raise RunFileError(f"{source}: schema_version {version} has no loader; supported: {supported}")
         return loader(data)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+        if isinstance(exc, RunFileError):
+            raise
         raise RunFileError(f"{source}: malformed run file ({type(exc).__name__}: {exc}); re-run or restore the file") from None
 
 
@@ -194,6 +240,8 @@ def load_run(path: str | Path) -> Run:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise RunFileError(f"{path}: not valid JSON (truncated?) at line {exc.lineno}: {exc.msg}") from None
+    except (ValueError, RecursionError) as exc:  # e.g. an integer over 4300 digits, nesting too deep
+        raise RunFileError(f"{path}: not a run file ({type(exc).__name__}: {str(exc)[:200]})") from None
     return run_from_dict(data, str(path))
 
 

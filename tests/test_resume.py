@@ -1,0 +1,235 @@
+"""Interruptions: the journal keeps every finished case; --resume finishes the run.
+
+In-process tests use a fake worker (deterministic records, counted calls) to prove the
+logic: a resumed run equals a full run and runs only the missing cases. The subprocess
+tests send real SIGINT/SIGTERM/SIGKILL to `python -m harness run` with tiny eager cases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from harness import runner
+from harness.journal import Journal, ResumeError, journal_path, read_journal
+from harness.schema import Case, Record, RunFileError, load_run
+
+ROOT = Path(__file__).resolve().parent.parent
+FAULTS = ROOT / "tests" / "faults"
+FAKE_ENV = {"host": "test-host", "python_executable": sys.executable, "torch_version": "x", "cpu_model": "cpu",
+            "packages": {}, "devices": {}, "git_commit": "abc"}
+
+
+class FakeWorker:
+    """Stands in for run_worker: a record computed from the case alone, optionally raising
+    KeyboardInterrupt (Ctrl-C) when asked for the N-th case."""
+
+    def __init__(self, interrupt_at: int | None = None):
+        self.calls: list[str] = []
+        self.interrupt_at = interrupt_at
+
+    def __call__(self, case: Case, spec: dict, timeout_s: float, **kwargs) -> Record:
+        if self.interrupt_at is not None and len(self.calls) + 1 == self.interrupt_at:
+            raise KeyboardInterrupt
+        self.calls.append(case.case_id)
+        status = "fail_run" if case.workload == "mlp-deep" and case.compiler == "eager" else "ok"
+        return Record(case, status, metrics={"latency_s": len(case.case_id) / 1000.0, "spec_keys": sorted(spec)},
+                      error={"type": "X", "message": "m", "traceback": "", "phase": "build"} if status != "ok" else None)
+
+
+def _opts(out: Path) -> runner.RunOptions:
+    return runner.RunOptions(workloads=["mlp-classic", "mlp-deep"], compilers=["eager", "inductor"], devices=["cpu"],
+                             scenarios=["forward"], out_dir=str(out), label="resume-test")
+
+
+def _comparable(run) -> dict:
+    """A run file minus what legitimately differs between two runs of the same plan."""
+    data = run.to_dict()
+    for key in ("run_id", "created_at"):
+        data.pop(key)
+    data["config"] = {k: v for k, v in data["config"].items() if k not in ("wall_s", "resumed", "argv", "path")}
+    return data
+
+
+def test_resumed_run_equals_full_run_and_runs_only_missing_cases(tmp_path, monkeypatch):
+    full_worker = FakeWorker()
+    monkeypatch.setattr(runner, "run_worker", full_worker)
+    full = runner.execute(_opts(tmp_path / "full"), environment=FAKE_ENV)
+    assert len(full_worker.calls) == 4
+    assert not journal_path(tmp_path / "full", full.run_id).exists()  # superseded by the run file
+
+    out = tmp_path / "part"
+    interrupted = FakeWorker(interrupt_at=3)
+    monkeypatch.setattr(runner, "run_worker", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        runner.execute(_opts(out), environment=FAKE_ENV)
+    run_file = next((out / "runs").glob("*.json"))
+    partial = load_run(run_file)
+    assert partial.config["interrupted"] is True and len(partial.records) == 2
+    state = read_journal(journal_path(out, partial.run_id))
+    assert list(state.records) == interrupted.calls and len(state.missing()) == 2
+
+    rest = FakeWorker()
+    monkeypatch.setattr(runner, "run_worker", rest)
+    resumed = runner.resume(partial.run_id, out, environment=FAKE_ENV)
+    assert rest.calls == [c.case_id for c in state.missing()]  # only the missing cases ran
+    assert resumed.run_id == partial.run_id and resumed.created_at == partial.created_at
+    assert _comparable(resumed) == _comparable(full)
+    assert _comparable(load_run(run_file)) == _comparable(full)  # the file on disk, not only the object
+    assert resumed.config["resumed"][0]["cases_from_journal"] == 2
+    assert not journal_path(out, partial.run_id).exists()
+
+    from harness.store import HistoryStore
+
+    with HistoryStore(out / "history.sqlite") as store:  # the interrupted ingest was replaced, not doubled
+        assert store.run_ids() == [partial.run_id]
+        assert len(store.load_run(partial.run_id).records) == 4
+
+
+def _interrupted_run(out: Path, monkeypatch) -> str:
+    """A run Ctrl-C'd as its 2nd case starts; returns its run id."""
+    monkeypatch.setattr(runner, "run_worker", FakeWorker(interrupt_at=2))
+    with pytest.raises(KeyboardInterrupt):
+        runner.execute(_opts(out), environment=FAKE_ENV)
+    return next((out / "runs").glob("*.journal.jsonl")).name.split(".")[0]
+
+
+def test_interrupted_twice_keeps_both_resumes_and_a_torn_line_is_dropped(tmp_path, monkeypatch):
+    out = tmp_path / "r"
+    run_id = _interrupted_run(out, monkeypatch)
+    monkeypatch.setattr(runner, "run_worker", FakeWorker(interrupt_at=2))
+    with pytest.raises(KeyboardInterrupt):
+        runner.resume(run_id, out, environment=FAKE_ENV)
+    path = journal_path(out, run_id)
+    with open(path, "ab") as fh:  # what a SIGKILL in the middle of an append leaves
+        fh.write(b'{"kind":"record","record":{"case":')
+    state = read_journal(path)
+    assert state.torn_lines == 1 and len(state.records) == 2 and len(state.resumes) == 1
+    worker = FakeWorker()
+    monkeypatch.setattr(runner, "run_worker", worker)
+    run = runner.resume(run_id, out, environment=FAKE_ENV)
+    assert len(worker.calls) == 2 and len(run.records) == 4
+    assert [r["cases_from_journal"] for r in run.config["resumed"]] == [1, 2]
+    assert run.config["resumed"][1]["torn_lines_dropped"] == 1
+
+
+def test_resume_refuses_what_it_cannot_merge(tmp_path, monkeypatch):
+    out = tmp_path / "r"
+    run_id = _interrupted_run(out, monkeypatch)
+    with pytest.raises(ResumeError, match="torch_version differs"):
+        runner.resume(run_id, out, environment={**FAKE_ENV, "torch_version": "y"})
+    with Journal.reopen(journal_path(out, run_id)), pytest.raises(ResumeError, match="another compilebench process"):
+        runner.resume(run_id, out, environment=FAKE_ENV)
+    with pytest.raises(ResumeError, match="no journal"):
+        runner.resume("no-such-run", out, environment=FAKE_ENV)
+    monkeypatch.setattr(runner, "run_worker", FakeWorker())
+    runner.resume(run_id, out, environment=FAKE_ENV)
+    with pytest.raises(ResumeError, match="nothing to resume"):
+        runner.resume(run_id, out, environment=FAKE_ENV)
+
+
+def test_damaged_journal_is_a_clear_error(tmp_path):
+    path = tmp_path / "runs" / f"x{'.journal.jsonl'}"
+    path.parent.mkdir()
+    path.write_text('{"kind":"header","journal_version":1,"run_id":"x","plan":[]}\nnot json\n{"kind":"record"}\n')
+    with pytest.raises(RunFileError, match="line 2 is not valid JSON"):
+        read_journal(path)
+    path.write_text('{"kind":"header","journal_version":99,"run_id":"x","plan":[]}\n')
+    with pytest.raises(RunFileError, match="newer"):
+        read_journal(path)
+    path.write_text("")
+    with pytest.raises(RunFileError, match="empty journal"):
+        read_journal(path)
+
+
+# ---- real processes ------------------------------------------------------------------------
+
+def _start_run(out: Path, mark: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "harness", "run", "--workload-file", str(FAULTS / "suite.py"),
+           "-w", "fault-control-ok,fault-control-ok-2", "-c", "eager", "--scenario", "forward",
+           "--min-time", "0.05", "--min-samples", "3", "--out", str(out)]
+    env = {**os.environ, "COMPILEBENCH_TEST_MARK": mark, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _journal_records(out: Path) -> int:
+    files = list((out / "runs").glob("*.journal.jsonl")) if (out / "runs").exists() else []
+    return max((f.read_text().count('"kind":"record"') for f in files), default=0)
+
+
+def _wait_for_first_record(proc: subprocess.Popen, out: Path, timeout_s: float = 240) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _journal_records(out) < 1:
+        assert proc.poll() is None, f"run ended early: {proc.communicate()}"
+        assert time.monotonic() < deadline, "no case finished in time"
+        time.sleep(0.2)
+
+
+def _marked_pids(mark: str) -> list[int]:
+    """Processes (the runner's workers) started with our marker in their environment."""
+    found = []
+    needle = f"COMPILEBENCH_TEST_MARK={mark}".encode()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/environ", "rb") as fh:
+                    if needle in fh.read().split(b"\0"):
+                        found.append(int(name))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_sigint_and_sigterm_keep_finished_cases(tmp_path, sig):
+    out, mark = tmp_path / "results", uuid.uuid4().hex
+    proc = _start_run(out, mark)
+    _wait_for_first_record(proc, out)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    run = load_run(next((out / "runs").glob("*.json")))
+    assert run.config["interrupted"] is True
+    state = read_journal(journal_path(out, run.run_id))
+    assert [r.case_id for r in run.records] == list(state.records)  # run file and journal agree
+    assert len(run.records) >= 1 and run.records[0].status == "ok"
+    assert _marked_pids(mark) == []  # the worker in flight was killed with its tree
+
+
+@pytest.mark.slow
+def test_sigkill_loses_only_the_case_in_flight_and_resume_finishes(tmp_path):
+    out, mark = tmp_path / "results", uuid.uuid4().hex
+    proc = _start_run(out, mark)
+    _wait_for_first_record(proc, out)
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert not list((out / "runs").glob("*.json"))  # no chance to write the run file...
+    journal = next((out / "runs").glob("*.journal.jsonl"))
+    before = read_journal(journal)
+    assert len(before.records) >= 1  # ...but the finished case is on disk
+    deadline = time.monotonic() + 30
+    while _marked_pids(mark) and time.monotonic() < deadline:  # PR_SET_PDEATHSIG ends the orphan
+        time.sleep(0.2)
+    assert _marked_pids(mark) == []
+
+    res = subprocess.run([sys.executable, "-m", "harness", "run", "--resume", before.run_id, "--out", str(out)],
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    run = load_run(out / "runs" / f"{before.run_id}.json")
+    assert [r.case_id for r in run.records] == [c.case_id for c in before.planned_cases()]
+    assert all(r.status == "ok" for r in run.records)
+    for case_id, record in before.records.items():  # journaled records kept as they were, not re-run
+        assert run.record_map()[case_id].worker["pid"] == record.worker["pid"]
+    assert run.config["resumed"][0]["cases_from_journal"] == len(before.records)
+    assert not journal.exists()
+    assert json.loads((out / "runs" / f"{before.run_id}.json").read_text())["config"]["interrupted"] is False
