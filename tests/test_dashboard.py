@@ -12,7 +12,7 @@ import pytest
 from harness.cli import main
 from harness.dashboard import DashboardOptions, build_dashboard, change_points, detect
 from harness.store import HistoryStore
-from harness.synthetic import Step, SyntheticSpec, synthetic_history, synthetic_run
+from harness.synthetic_history import Step, SyntheticSpec, synthetic_history, synthetic_run
 
 NIGHTS = 30
 

@@ -11,7 +11,7 @@ from harness.charts import MAX_BAR_ROWS, report_charts, speedup_bars
 from harness.cli import main
 from harness.report import grouped_reasons, render_report, simple_compare, write_report
 from harness.schema import Case, Record, Run, save_run
-from harness.synthetic import SyntheticSpec, synthetic_run
+from harness.synthetic_history import SyntheticSpec, synthetic_run
 
 HOSTILE_NAME = "<script>alert('name')</script>$x$"
 HOSTILE_MESSAGE = "</script><img src=x onerror=\"window.__pwned=1\">"
