@@ -49,7 +49,7 @@ def compare_outputs(reference: Any, result: Any, dtype_name: str) -> dict[str, A
     worst_abs = 0.0
     worst_rel = 0.0
     worst_cos = 1.0
-    for i, (a, b) in enumerate(zip(ref, res)):
+    for i, (a, b) in enumerate(zip(ref, res, strict=True)):
         if a.shape != b.shape:
             return {"status": "fail", "reason": f"output {i}: shape {tuple(b.shape)} != eager {tuple(a.shape)}"}
         if not (a.is_floating_point() or a.is_complex()):

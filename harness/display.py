@@ -11,6 +11,7 @@ from rich.text import Text
 
 from .schema import Case, Record, Run
 
+
 def make_console(stderr: bool = False) -> Console:
     """A console that does not squeeze tables to 80 columns in CI logs and pipes."""
     console = Console(stderr=stderr)
