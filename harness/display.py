@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -93,19 +94,23 @@ def print_failures(console: Console, run: Run) -> None:
 
 
 class ProgressPrinter:
-    """One line per case as it starts and finishes; works the same on a TTY and in CI logs."""
+    """One line per finished case; on a terminal also a live line with the running case and
+    its elapsed time (CI logs get plain start/finish lines instead)."""
 
     def __init__(self, console: Console | None = None):
         self.console = console or make_console(stderr=True)
         self.started = 0.0
         self.run_started = time.monotonic()
+        self.live = None
+        self.task = None
 
     def __call__(self, event: str, case: Case, index: int, total: int, record: Record | None) -> None:
         prefix = f"[{index + 1}/{total}]"
         if event == "start":
             self.started = time.monotonic()
-            self.console.print(Text(f"{prefix} running {case.case_id} ..."), highlight=False)
+            self._start_live(f"{prefix} running {case.case_id}")
             return
+        self._stop_live()
         assert record is not None
         elapsed = time.monotonic() - self.started
         total_elapsed = time.monotonic() - self.run_started
@@ -117,3 +122,22 @@ class ProgressPrinter:
         if sp:
             line.append(f"  speedup {sp:.2f}x")
         self.console.print(line, highlight=False)
+
+    def _start_live(self, text: str) -> None:
+        if not self.console.is_terminal:
+            self.console.print(Text(text + " ..."), highlight=False)
+            return
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.live = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                             console=self.console, transient=True)
+        self.live.start()
+        self.task = self.live.add_task(escape(text), total=None)
+
+    def _stop_live(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    def close(self) -> None:
+        self._stop_live()
