@@ -26,12 +26,12 @@ def synthetic_case(i: int, workload: str = "synth", suite: str = "synthetic") ->
 
 def synthetic_record(case: Case, rng: np.random.Generator, *, eager_median: float = 1e-3,
                      compiled_median: float = 5e-4, spread: float = 0.05, n: int = 100,
-                     compile_time: float = 2.0, peak_memory: int = 100 << 20, graph_breaks: int = 0,
+                     compile_time: float = 2.0, compile_spread: float = 0.02, peak_memory: int = 100 << 20, graph_breaks: int = 0,
                      recompiles: int = 0, status: str = "ok", accuracy: str = "pass") -> Record:
     """One record whose samples are log-normal with the given medians and log-spread."""
     eager = (eager_median * np.exp(rng.normal(0, spread, n))).tolist()
     compiled = (compiled_median * np.exp(rng.normal(0, spread, n))).tolist()
-    metrics = {"compile_time_s": compile_time * float(np.exp(rng.normal(0, spread))),
+    metrics = {"compile_time_s": compile_time * float(np.exp(rng.normal(0, compile_spread))),
                "graph_breaks": graph_breaks, "recompiles": recompiles, "accuracy": {"status": accuracy},
                "latency_s": float(np.median(compiled)), "speedup": float(np.median(eager) / np.median(compiled))}
     error = None if status == "ok" else {"type": "Synthetic", "message": f"synthetic {status}", "traceback": "",

@@ -1,0 +1,184 @@
+"""Gate thresholds: how big a change must be, per metric, before compare calls it a regression.
+
+Defaults follow what compiler CI can actually resolve: speedup and latency 5%, cold compile
+time 15% (one sample per process, noisier), peak memory 10%, graph breaks and recompiles any
+increase (they are deterministic), accuracy pass -> fail and status ok -> anything else.
+
+Overrides come from a TOML file, most specific first: `[case."<case_id>"]`, then
+`[workload.<name>]`, then `[suite.<name>]`, then `[defaults]`:
+
+    [defaults]
+    latency = "5%"          # a percentage string or a fraction (0.05)
+    alpha = 0.05            # significance level of the statistical tests
+
+    [suite.smoke]
+    compile_time = "25%"
+
+    [workload.mlp-deep]
+    latency = "8%"
+    peak_memory = "off"     # do not gate this metric for this workload
+
+    [case."mlp-deep/forward/inductor/cpu/float32/bs64/tiny"]
+    graph_breaks = 2        # counts: the increase allowed before it is a regression
+
+A malformed file is refused with one line naming the file and the key (exit 2).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+# metric -> default threshold; relative metrics are fractions, count metrics are the
+# increase allowed (0: any increase regresses)
+RELATIVE_METRICS: dict[str, float] = {
+    "speedup": 0.05,
+    "latency": 0.05,
+    "compile_time": 0.15,
+    "peak_memory": 0.10,
+}
+COUNT_METRICS: dict[str, int] = {"graph_breaks": 0, "recompiles": 0}
+# gated exactly, no threshold to tune (listed so a config can switch them off)
+EXACT_METRICS = ("status", "accuracy")
+DEFAULT_ALPHA = 0.05
+SECTIONS = ("defaults", "suite", "workload", "case")
+OFF = None  # a metric switched off
+
+
+class ThresholdConfigError(ValueError):
+    """A thresholds file that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Resolved thresholds for one case: metric -> fraction / count / None (off)."""
+
+    values: Mapping[str, float | int | None]
+    alpha: float = DEFAULT_ALPHA
+
+    def get(self, metric: str) -> float | int | None:
+        return self.values.get(metric)
+
+    def enabled(self, metric: str) -> bool:
+        return metric not in self.values or self.values[metric] is not OFF
+
+
+def default_values() -> dict[str, float | int | None]:
+    values: dict[str, float | int | None] = {**RELATIVE_METRICS, **COUNT_METRICS}
+    values.update({m: 0 for m in EXACT_METRICS})
+    return values
+
+
+@dataclass
+class ThresholdConfig:
+    """Defaults plus per-suite / per-workload / per-case overrides."""
+
+    defaults: dict[str, Any] = field(default_factory=default_values)
+    alpha: float = DEFAULT_ALPHA
+    suites: dict[str, dict[str, Any]] = field(default_factory=dict)
+    workloads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    source: str = "<defaults>"
+
+    def for_case(self, case_id: str, workload: str = "", suite: str = "") -> Thresholds:
+        values = dict(self.defaults)
+        alpha = self.alpha
+        for layer in (self.suites.get(suite), self.workloads.get(workload), self.cases.get(case_id)):
+            if layer:
+                alpha = layer.get("alpha", alpha)
+                values.update({k: v for k, v in layer.items() if k != "alpha"})
+        return Thresholds(values, alpha)
+
+
+def parse_value(metric: str, raw: Any, where: str) -> float | int | None:
+    """One threshold value -> fraction (relative metrics), count, or None (off)."""
+    if raw is False or (isinstance(raw, str) and raw.strip().lower() == "off"):
+        return OFF
+    if metric in RELATIVE_METRICS:
+        return _fraction(raw, where)
+    if metric in COUNT_METRICS:
+        if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+            raise ThresholdConfigError(f"{where}: {raw!r} is not a count; use an integer >= 0 (0: any increase) or 'off'")
+        return raw
+    if metric in EXACT_METRICS:
+        if raw is True or raw == "on":
+            return 0
+        raise ThresholdConfigError(f"{where}: {metric} is gated exactly; the only values are 'on' or 'off'")
+    raise ThresholdConfigError(f"{where}: unknown metric {metric!r}; known: {', '.join(known_keys())}")
+
+
+def _fraction(raw: Any, where: str) -> float:
+    value: float | None = None
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        value = float(raw)
+    elif isinstance(raw, str) and raw.strip().endswith("%"):
+        try:
+            value = float(raw.strip()[:-1]) / 100.0
+        except ValueError:
+            value = None
+    if value is None or not math.isfinite(value) or value < 0 or value >= 10:
+        raise ThresholdConfigError(f"{where}: {raw!r} is not a threshold; use a percentage like '5%' or a fraction like 0.05")
+    return value
+
+
+def _alpha(raw: Any, where: str) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 < raw < 0.5:
+        raise ThresholdConfigError(f"{where}: {raw!r} is not a significance level; use a number in (0, 0.5), e.g. 0.05")
+    return float(raw)
+
+
+def known_keys() -> list[str]:
+    return [*RELATIVE_METRICS, *COUNT_METRICS, *EXACT_METRICS, "alpha"]
+
+
+def _parse_table(table: Any, where: str) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise ThresholdConfigError(f"{where}: expected a table of metric = threshold, got {type(table).__name__}")
+    out: dict[str, Any] = {}
+    for key, raw in table.items():
+        if key == "alpha":
+            out["alpha"] = _alpha(raw, f"{where}.alpha")
+        else:
+            out[key] = parse_value(key, raw, f"{where}.{key}")
+    return out
+
+
+def load_thresholds(path: str | Path | None) -> ThresholdConfig:
+    """Read a thresholds TOML file (None: the defaults)."""
+    if path is None:
+        return ThresholdConfig()
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ThresholdConfigError(f"{path}: no such thresholds file; pass an existing .toml file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ThresholdConfigError(f"{path}: cannot be read ({exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ThresholdConfigError(f"{path}: invalid TOML: {exc}") from None
+    return config_from_dict(data, str(path))
+
+
+def config_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> ThresholdConfig:
+    unknown = [k for k in data if k not in SECTIONS]
+    if unknown:
+        raise ThresholdConfigError(f"{source}: unknown section [{unknown[0]}]; sections are {', '.join(SECTIONS)}")
+    config = ThresholdConfig(source=source)
+    defaults = _parse_table(data.get("defaults", {}), f"{source}: defaults")
+    config.alpha = defaults.pop("alpha", config.alpha)
+    config.defaults.update(defaults)
+    for section, target in (("suite", config.suites), ("workload", config.workloads), ("case", config.cases)):
+        tables = data.get(section, {})
+        if not isinstance(tables, dict):
+            raise ThresholdConfigError(f"{source}: [{section}] must hold named tables, e.g. [{section}.NAME]")
+        for name, table in tables.items():
+            target[name] = _parse_table(table, f"{source}: {section}.{name}")
+    return config
