@@ -307,10 +307,16 @@ def peak_bandwidth(device: str) -> tuple[float | None, str]:
     import torch
 
     name = torch.cuda.get_device_name(dev.index)
+    bandwidth = bandwidth_for_name(name)
+    return bandwidth, (f"datasheet table ({name})" if bandwidth else f"unknown GPU {name!r}")
+
+
+def bandwidth_for_name(gpu_name: str) -> float | None:
+    """Peak bytes/s for a GPU name from the datasheet table (first matching fragment)."""
     for fragment, bandwidth in PEAK_BANDWIDTH_BYTES_S:
-        if fragment in name:
-            return bandwidth, f"datasheet table ({fragment})"
-    return None, f"unknown GPU {name!r}"
+        if fragment in gpu_name:
+            return bandwidth
+    return None
 
 
 def model_facts(model: Any, built: Built, ctx: WorkloadContext) -> dict[str, Any]:

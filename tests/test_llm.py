@@ -1,0 +1,244 @@
+"""The LLM suite: shipped configs, options, the decode loop, accuracy rules, and the real
+runner on tiny models (CPU, inductor)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import suites.llm as llm
+from harness.workloads import WorkloadContext
+
+# published parameter counts of the shipped full-size architectures
+FULL_PARAMS = {
+    "llama-3.1-8b": 8_030_261_248,
+    "gemma-2b": 2_506_172_416,
+    "qwen2.5-0.5b": 494_032_768,
+    "gpt2": 124_439_808,
+    "mistral-7b": 7_248_023_552,
+}
+
+
+def family(name: str) -> llm.Family:
+    return next(f for f in llm.FAMILIES if f.name == name)
+
+
+@pytest.mark.parametrize("name", sorted(FULL_PARAMS))
+def test_full_size_configs_build_the_published_architecture(name):
+    config = llm.build_config(llm.load_config_dict(llm.config_path(family(name), "full")))
+    model = llm.build_model(config, "meta", torch.bfloat16)  # no memory, no init
+    assert llm.count_parameters(model) == FULL_PARAMS[name]
+
+
+@pytest.mark.parametrize("name", sorted(FULL_PARAMS))
+def test_tiny_configs_keep_the_architecture_and_are_tiny(name):
+    full = llm.load_config_dict(llm.config_path(family(name), "full"))
+    tiny = llm.load_config_dict(llm.config_path(family(name), "tiny"))
+    assert tiny["model_type"] == full["model_type"] and tiny["architectures"] == full["architectures"]
+    assert tiny.get("tie_word_embeddings") == full.get("tie_word_embeddings")
+    model = llm.build_model(llm.build_config(tiny), "meta", torch.float32)
+    assert llm.count_parameters(model) < 500_000
+
+
+def test_dropout_is_switched_off_so_train_steps_compare():
+    config = llm.build_config(llm.load_config_dict(llm.config_path(family("gpt2"), "tiny")))
+    assert config.attn_pdrop == config.resid_pdrop == config.embd_pdrop == 0.0
+
+
+def ctx(size="tiny", **options):
+    return WorkloadContext(device="cpu", dtype=torch.float32, batch_size=1, size=size, options=options)
+
+
+def test_options_default_by_size_and_validate():
+    assert llm.llm_options(ctx("full")) == {"prompt_len": 512, "new_tokens": 128}
+    assert llm.llm_options(ctx(prompt_len="8"))["prompt_len"] == 8
+    with pytest.raises(llm.LLMOptionError, match="unknown LLM option"):
+        llm.llm_options(ctx(promptlen=8))
+    with pytest.raises(llm.LLMOptionError, match="not an integer"):
+        llm.llm_options(ctx(new_tokens="many"))
+    with pytest.raises(llm.LLMOptionError, match="at least 1"):
+        llm.llm_options(ctx(new_tokens=0))
+
+
+def test_prompt_longer_than_the_model_is_a_clear_error():
+    factory = llm.make_factory(family("gpt2"))
+    with pytest.raises(llm.LLMOptionError, match="exceeds the model's 1024 positions"):
+        factory(ctx(prompt_len=1000, new_tokens=100))
+
+
+def test_weights_option_needs_a_local_model_dir(tmp_path):
+    with pytest.raises(llm.LLMOptionError, match="no config.json"):
+        llm.build_model(None, "cpu", torch.float32, weights=str(tmp_path))
+
+
+def test_weights_option_loads_a_local_directory(tmp_path):
+    torch.manual_seed(0)
+    built = llm.make_factory(family("qwen2.5-0.5b"))(ctx())
+    built.model.save_pretrained(tmp_path)
+    loaded = llm.build_model(None, "cpu", torch.float32, weights=str(tmp_path))
+    for a, b in zip(built.model.parameters(), loaded.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_bandwidth_table_matches_gpu_names():
+    assert llm.bandwidth_for_name("NVIDIA H200") == 4.8e12
+    assert llm.bandwidth_for_name("NVIDIA H100 80GB HBM3") == 3.35e12
+    assert llm.bandwidth_for_name("NVIDIA H100 PCIe") == 2.0e12
+    assert llm.bandwidth_for_name("Some Future GPU") is None
+    assert llm.peak_bandwidth("cpu") == (None, "unknown for this device")
+
+
+def test_weight_bytes_skip_an_untied_input_embedding_only():
+    for name, tied in (("llama-3.1-8b", False), ("gpt2", True)):
+        model = llm.make_factory(family(name))(ctx()).model
+        total = sum(p.numel() * p.element_size() for p in model.parameters())
+        emb = model.get_input_embeddings().weight
+        expected = total if tied else total - emb.numel() * emb.element_size()
+        assert llm.weight_bytes_per_token(model) == expected
+
+
+def test_compare_tokens_fails_fp32_mismatch_but_not_bf16():
+    logits = torch.randn(1, 8)
+    ref = {"tokens": torch.tensor([[1, 2, 3]]), "logits": logits}
+    res = {"tokens": torch.tensor([[1, 2, 4]]), "logits": logits.clone()}
+    fp32 = llm.compare_tokens_and_logits(ref, res, "float32")
+    assert fp32["status"] == "fail" and "greedy tokens differ" in fp32["reason"] and not fp32["tokens_match"]
+    assert "(0, 2)" in fp32["tokens_diverge_at"]
+    bf16 = llm.compare_tokens_and_logits(ref, res, "bfloat16")
+    assert bf16["status"] == "pass" and bf16["tokens_match"] is False
+    same = llm.compare_tokens_and_logits(ref, {"tokens": ref["tokens"].clone(), "logits": logits}, "float32")
+    assert same["status"] == "pass" and same["tokens_match"] and same["tokens_compared"] == 3
+
+
+def test_lazy_metrics_compute_once_when_read_and_keep_errors_as_data():
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"tpot_s_median": 0.5}
+
+    metrics = llm.LazyMetrics({"param_count": 7}, compute)
+    assert calls == []
+    merged = {}
+    merged.update(metrics)  # what the worker does
+    assert merged == {"param_count": 7, "tpot_s_median": 0.5} and len(calls) == 1
+    assert dict(metrics) == merged and len(calls) == 1
+    broken = llm.LazyMetrics({"a": 1}, lambda: 1 / 0)
+    assert dict(broken) == {"a": 1, "token_metrics_error": "ZeroDivisionError: division by zero"}
+
+
+def test_token_clock_skips_warmup_calls_and_keeps_recent_ones():
+    clock = llm.TokenClock("cpu", skip_calls=2, keep_calls=3)
+    for n_marks in (5, 5, 3, 3, 4, 2):
+        clock.start_call()
+        for _ in range(n_marks):
+            clock.mark()
+    runs = clock.intervals()
+    assert [len(r) for r in runs] == [2, 3, 1]  # calls 4..6 kept, calls 1-2 skipped
+    assert all(s >= 0 for r in runs for s in r)
+
+
+def tiny_decode_setup(name="llama-3.1-8b", new_tokens=6):
+    torch.manual_seed(0)
+    built = llm.make_factory(family(name))(ctx(prompt_len=8, new_tokens=new_tokens))
+    model, prompt = built.model, built.extras["prompt"]
+    cache = llm.new_static_cache(model, 8 + new_tokens)
+    kw = llm.cache_kwarg(model)
+    with torch.no_grad():
+        first = model(input_ids=prompt, use_cache=True, **{kw: cache}).logits[:, -1, :].argmax(-1, keepdim=True)
+
+    def step(token, position):
+        logits = model(input_ids=token, position_ids=position, use_cache=True, **{kw: cache}).logits[:, -1, :]
+        return logits.argmax(-1, keepdim=True), logits
+
+    return model, prompt, cache, first, step
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "gpt2"])
+def test_decode_loop_reproduces_generate_greedy_tokens_every_call(name):
+    model, prompt, cache, first, step = tiny_decode_setup(name)
+    loop = llm.DecodeLoop(step, cache, first, 8, 6, llm.TokenClock("cpu", skip_calls=0))
+    out1, out2 = loop(), loop()
+    assert torch.equal(out1["tokens"], out2["tokens"])  # the rewind makes calls identical
+    expected = model.generate(prompt, max_new_tokens=6, min_new_tokens=6, do_sample=False, pad_token_id=0,
+                              eos_token_id=None)[:, 8:]
+    assert torch.equal(out1["tokens"], expected)
+    assert [len(r) for r in loop.clock.intervals()] == [6, 6]
+
+
+def test_recompile_watch_fails_a_step_that_recompiles_every_token(monkeypatch):
+    model, prompt, cache, first, step = tiny_decode_setup(new_tokens=5)
+    frames = iter(range(100))
+    monkeypatch.setattr(llm, "compiled_frames", lambda: next(frames))
+    watch = llm.RecompileWatch()
+    loop = llm.DecodeLoop(step, cache, first, 8, 5, llm.TokenClock("cpu"), on_step=watch,
+                          after_first_call=watch.check)
+    with pytest.raises(llm.PerStepRecompileError, match=r"recompiled at step\(s\) \[2, 3, 4\]"):
+        loop()
+
+
+def test_recompile_watch_tolerates_compile_then_one_warmup_recompile(monkeypatch):
+    counts = iter([0, 1, 2, 2, 2, 2])  # base, then after steps 0..4
+    monkeypatch.setattr(llm, "compiled_frames", lambda: next(counts))
+    watch = llm.RecompileWatch()
+    for i in range(5):
+        watch(i)
+    watch.check()  # no raise
+
+
+def test_reduce_overhead_compiler_is_available_and_suites_plan():
+    from compiler import get_compiler
+    from harness.runner import RunOptions, plan_cases
+
+    assert get_compiler(llm.REDUCE_OVERHEAD).mode == "reduce-overhead"
+    cases, _ = plan_cases(RunOptions(suite="llm"))
+    ids = {c.case_id for c in cases}
+    assert "llama-3.1-8b/decode/inductor-reduce-overhead/cuda/bfloat16/bs1/full" in ids
+    assert "gpt2/llm-train/inductor/cuda/bfloat16/bs1/full" in ids
+    assert not any("llama" in c.workload and c.scenario == "llm-train" for c in cases)
+    smoke, _ = plan_cases(RunOptions(suite="smoke", workloads=list(llm.SMOKE_WORKLOADS) + ["gpt2"]))
+    assert {(c.workload, c.scenario, c.device, c.size) for c in smoke} == {
+        ("llama-3.1-8b", "prefill", "cpu", "tiny"), ("llama-3.1-8b", "decode", "cpu", "tiny"),
+        ("llama-3.1-8b", "generate", "cpu", "tiny"), ("gpt2", "llm-train", "cpu", "tiny")}
+
+
+# ---- the real runner on tiny models ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """The `llm` part of the smoke suite through the real runner (one process per case)."""
+    from harness.runner import RunOptions, execute
+
+    out = tmp_path_factory.mktemp("llm-results")
+    opts = RunOptions(suite="smoke", workloads=list(llm.SMOKE_WORKLOADS) + ["gpt2"], out_dir=str(out),
+                      policy={"min_time_s": 0.2, "min_samples": 5, "warmup": 2, "max_time_s": 3.0}, ingest=False)
+    run = execute(opts)
+    return {(r.case.workload, r.case.scenario): r for r in run.records}
+
+
+def test_every_llm_scenario_gives_an_ok_record_with_its_metrics(smoke_run):
+    assert len(smoke_run) == 4
+    for key, record in smoke_run.items():
+        assert record.status == "ok", (key, record.error)
+        m = record.metrics
+        assert m["param_count"] > 0 and m["throughput_unit"] == "tokens/s"
+        assert m["accuracy"]["status"] == "pass"
+    assert smoke_run[("llama-3.1-8b", "prefill")].metrics["ttft_s_median"] > 0
+    gen = smoke_run[("llama-3.1-8b", "generate")].metrics
+    assert gen["ttft_s_median"] > 0 and gen["tpot_s_p90"] >= gen["tpot_s_median"] > 0 and gen["e2e_tokens_per_s"] > 0
+    assert gen["eager_generate_compiled_frames"] == 0  # the eager baseline really is eager
+    assert gen["compiled_frames"] >= 1  # ...and the compiled one compiled through compile_config
+    train = smoke_run[("gpt2", "llm-train")].metrics
+    assert train["train_samples_per_s"] > 0 and train["train_tokens_per_s"] == pytest.approx(
+        train["train_samples_per_s"] * train["tokens_per_sample"])
+
+
+def test_decode_has_no_recompiles_and_greedy_tokens_match_eager(smoke_run):
+    record = smoke_run[("llama-3.1-8b", "decode")]
+    m = record.metrics
+    assert m["recompiles"] == 0 and m["recompiles_steady_state"] == 0 and m["graph_breaks"] == 0
+    assert m["decode_first_call_compiled_frames_by_step"][-1] == m["decode_first_call_compiled_frames_by_step"][0]
+    assert m["accuracy"]["tokens_match"] is True and m["accuracy"]["tokens_compared"] == 16
+    assert m["tpot_s_p90"] >= m["tpot_s_median"] > 0 and m["eager_tpot_s_median"] > 0
+    assert m["decode_tokens_per_s"] == pytest.approx(1 / m["tpot_s_median"])
+    assert m["kv_cache_bytes_per_step"] > 0 and m["peak_bandwidth_bytes_s"] is None  # CPU: no roofline claimed
