@@ -1,0 +1,170 @@
+"""Bad input through the CLI: one clear line on stderr naming the file or option and the fix,
+exit code 2, and nothing half-written left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import cli
+from harness.schema import SCHEMA_VERSION, RunFileError, load_run
+
+ROOT = Path(__file__).resolve().parent.parent
+V1_RUN = ROOT / "tests" / "data" / "run_v1_mlp_eager.json"
+
+
+def _usage_error(capsys, argv: list[str]) -> str:
+    """Run the CLI; assert exit 2 and exactly one line on stderr; return that line."""
+    assert cli.main(argv) == cli.EXIT_USAGE
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1, err
+    assert err[0].startswith("compilebench: error: ")
+    return err[0]
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
+
+
+@pytest.mark.parametrize(("option", "value", "suggestion"), [
+    ("--suite", "smok", "smoke"),
+    ("--workload", "mlp-clasic", "mlp-classic"),
+    ("--compiler", "inductr", "inductor"),
+    ("--scenario", "forwrd", "forward"),
+])
+def test_unknown_names_suggest_the_closest_and_write_nothing(capsys, tmp_path, option, value, suggestion):
+    argv = ["run", option, value, "--out", str(tmp_path / "out")]
+    if option in ("--compiler", "--scenario"):
+        argv += ["--workload", "mlp-classic"]
+    line = _usage_error(capsys, argv)
+    assert repr(value) in line and suggestion in line
+    assert _files(tmp_path / "out") == []  # no run file, no journal, no history
+
+
+def test_unknown_device_names_the_known_ones(capsys, tmp_path):
+    line = _usage_error(capsys, ["run", "-w", "mlp-classic", "--device", "cdua", "--out", str(tmp_path / "o")])
+    assert "cdua" in line and "cuda" in line
+    assert _files(tmp_path / "o") == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "-w", "mlp-classic", "--batch-size", "zero"],
+    ["run", "-w", "mlp-classic", "--dtype", "float8"],
+    ["run", "-w", "mlp-classic", "--size", "huge"],
+    ["run", "-w", "mlp-classic", "--max-memory-gb", "-1"],
+    ["run", "--resume", "20260101-x", "--suite", "smoke"],
+    ["run", "--resume", "no-such-run"],
+    ["run", "--workload-file", "no/such/file.py"],
+    ["run", "--timeout", "soon"],  # argparse's own errors are one line too
+    ["run"],
+])
+def test_bad_run_options(capsys, tmp_path, argv):
+    with pytest.raises(SystemExit) as exc:  # argparse exits itself; the rest return
+        raise SystemExit(cli.main([*argv, "--out", str(tmp_path / "o")]))
+    assert exc.value.code == cli.EXIT_USAGE
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "error" in err[0], err
+    assert _files(tmp_path / "o") == []
+
+
+def _bad_run_files(tmp: Path) -> dict[str, tuple[Path, str]]:
+    """name -> (file, text expected in the message)."""
+    good = json.loads(V1_RUN.read_text())
+    cases = {
+        "empty": ("", "empty file"),
+        "truncated": (V1_RUN.read_text()[:500], "not valid JSON"),
+        "foreign-list": ("[1, 2, 3]", "top level is list"),
+        "foreign-object": (json.dumps({"benchmarks": [], "machine_info": {}}), "no schema_version"),
+        "newer-schema": (json.dumps({**good, "schema_version": SCHEMA_VERSION + 1}), "upgrade compilebench"),
+        "string-version": (json.dumps({**good, "schema_version": "1"}), "not an integer"),
+        "records-not-list": (json.dumps({**good, "records": {"a": 1}}), "records must be a list"),
+        "metrics-not-object": (json.dumps({**good, "records": [{**good["records"][0], "metrics": [1]}]}),
+                               "record.metrics must be an object"),
+        "bad-status": (json.dumps({**good, "records": [{**good["records"][0], "status": "great"}]}), "unknown status"),
+        "huge-int": ('{"schema_version": ' + "9" * 5000 + "}", "not a run file"),
+        "deep-nesting": ("[" * 100_000 + "]" * 100_000, "not a run file"),
+        "binary": ("\udcff\x00garbage", "cannot be read"),
+    }
+    out = {}
+    for name, (text, expect) in cases.items():
+        path = tmp / f"{name}.json"
+        path.write_bytes(text.encode("utf-8", "surrogateescape"))
+        out[name] = (path, expect)
+    return out
+
+
+def test_bad_run_files_are_one_clear_line_for_show_and_report(capsys, tmp_path):
+    for name, (path, expect) in _bad_run_files(tmp_path).items():
+        with pytest.raises(RunFileError) as exc:
+            load_run(path)
+        assert expect in str(exc.value) and str(path) in str(exc.value), name
+        assert "\n" not in str(exc.value), name
+        line = _usage_error(capsys, ["show", str(path)])
+        assert str(path) in line, name
+        html = tmp_path / "reports" / f"{name}.html"
+        _usage_error(capsys, ["report", str(path), "-o", str(html)])
+        assert not html.exists() and _files(tmp_path / "reports") == [], name  # no partial report
+
+
+def test_bad_compiler_toml_is_one_line_naming_the_file(capsys, tmp_path):
+    bad = tmp_path / "compilers.toml"
+    for text, expect in [("[fast\nmode = 1", "invalid TOML"), ("[fast]\nmode = 1", "mode = 1 must be"),
+                         ("[fast]\nbogus = true", "unknown key"), ("", "defines no compilers")]:
+        bad.write_text(text)
+        line = _usage_error(capsys, ["run", "-w", "mlp-classic", "--compiler-file", str(bad), "--out", str(tmp_path / "o")])
+        assert str(bad) in line and expect in line, line
+    assert _files(tmp_path / "o") == []
+
+
+def test_bad_thresholds_toml_is_a_clear_error(tmp_path):
+    from harness.thresholds import ThresholdConfigError, load_thresholds
+
+    bad = tmp_path / "thresholds.toml"
+    for text, expect in [("[defaults\n", "invalid TOML"), ("[defaults]\nlatency = 'fast'", "not a threshold"),
+                         ("[nightly]\n", "unknown section"), ("[defaults]\nbogus_metric = 0.1", "unknown metric")]:
+        bad.write_text(text)
+        with pytest.raises(ThresholdConfigError) as exc:
+            load_thresholds(bad)
+        assert str(bad) in str(exc.value) and expect in str(exc.value), (text, str(exc.value))
+        assert "\n" not in str(exc.value)
+
+
+def test_atomic_writes_leave_no_partial_file(tmp_path, monkeypatch):
+    """A write that fails half-way (disk full, Ctrl-C) leaves the old file and no temp file."""
+    from harness import schema
+
+    target = tmp_path / "runs" / "r.json"
+    schema.write_json_atomic(target, {"old": True})
+
+    def exploding_dump(obj, fh, **kw):
+        fh.write('{"half": ')
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(schema.json, "dump", exploding_dump)
+    with pytest.raises(KeyboardInterrupt):
+        schema.write_json_atomic(target, {"new": True})
+    monkeypatch.undo()
+    assert json.loads(target.read_text()) == {"old": True}
+    assert [p.name for p in target.parent.iterdir()] == ["r.json"]
+    with pytest.raises(ValueError):  # NaN is refused, not written as invalid JSON
+        schema.write_json_atomic(target, {"x": float("nan")})
+    assert json.loads(target.read_text()) == {"old": True} and len(list(target.parent.iterdir())) == 1
+
+
+def test_real_entry_point_exit_code_and_one_line(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "harness", "run", "--suite", "smok", "--out", str(tmp_path)],
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 2
+    assert res.stderr.strip().count("\n") == 0 and "did you mean smoke" in res.stderr
+    assert not any(tmp_path.iterdir())
+
+
+def test_show_of_old_v1_run_works(capsys):
+    assert cli.main(["show", str(V1_RUN)]) == cli.EXIT_OK
+    assert "mlp-classic" in capsys.readouterr().out
