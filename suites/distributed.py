@@ -151,9 +151,8 @@ def rank_main(spec: DistributedSpec, out_path: str) -> int:
         result["compile"] = {k: snap[k] for k in ("graphs", "graph_breaks", "unique_graph_breaks", "frames_total",
                                                   "frames_ok", "recompiles")}
         result["compile"]["graph_break_reasons"] = snap["graph_break_reasons"][:5]
-        acc = (compare_outputs(result.pop("first_outputs")["eager"], result["first_outputs_compiled"], spec.dtype)
-               if "compiled" in variants else None)
-        result.pop("first_outputs_compiled", None)
+        first_eager, first_compiled = result.pop("first_outputs")["eager"], result.pop("first_outputs_compiled")
+        acc = compare_outputs(first_eager, first_compiled, spec.dtype) if first_compiled is not None else None
         result.update(rank=rank, local_rank=local_rank, batch_size=ctx.batch_size, accuracy=acc,
                       peak_memory_bytes=int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else None)
         gathered: list[Any] = [None] * world
