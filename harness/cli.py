@@ -17,7 +17,7 @@ from pathlib import Path
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 # feature modules that add subcommands: each has register(subparsers)
-COMMAND_MODULES: list[str] = ["harness.cli_report", "harness.cli_scale"]
+COMMAND_MODULES: list[str] = ["harness.cli_report", "harness.cli_scale", "harness.cli_compare"]
 
 
 class CliError(Exception):
@@ -36,11 +36,12 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from .scenarios import UnknownScenarioError
     from .schema import RunFileError
     from .shard import ShardError
+    from .thresholds import ThresholdConfigError
     from .workloads import UnknownWorkloadError, WorkloadFileError
 
     return (CliError, UnknownCompilerError, UnknownSuiteError, UnknownDeviceError, PlanError, UnknownScenarioError,
             RunFileError, UnknownWorkloadError, WorkloadFileError, ResumeError, ShardError, GpuPlanError,
-            DistributedError)
+            DistributedError, ThresholdConfigError)
 
 
 def _split(values: Sequence[str] | None) -> list[str]:
