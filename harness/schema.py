@@ -39,7 +39,21 @@ def _type_names(types: type | tuple[type, ...]) -> str:
     return " or ".join(names.get(t.__name__, t.__name__) for t in (types if isinstance(types, tuple) else (types,)))
 
 
+_NUMBER = (int, float, type(None))
+_TEXT = (str, type(None))
 _CASE_STR_FIELDS = ("workload", "scenario", "compiler", "device", "dtype", "size")
+# fields that the table, the history store and compare read with arithmetic or string
+# operations: their types are checked on load so a damaged file fails here, clearly
+_METRIC_TYPES: dict[str, type | tuple[type, ...]] = {
+    **dict.fromkeys(("speedup", "speedup_ci_low", "speedup_ci_high", "latency_s", "throughput", "compile_time_s",
+                     "compression_ratio", "graph_breaks", "unique_graph_breaks", "graphs", "recompiles",
+                     "eager_throughput"), _NUMBER),
+    "throughput_unit": _TEXT, "accuracy": (dict, type(None)),
+}
+_VARIANT_TYPES: dict[str, type | tuple[type, ...]] = {
+    "samples_s": (list, type(None)), "first_call_s": _NUMBER, "peak_memory_bytes": _NUMBER, "summary": (dict, type(None)),
+}
+_ENV_TEXT_FIELDS = ("host", "torch_version", "git_commit")
 _RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
     "error": (dict, type(None)), "eager": (dict, type(None)), "compiled": (dict, type(None)), "metrics": dict,
     "graph_break_reasons": list, "recompile_reasons": list, "notes": list, "logs": dict, "worker": dict,
@@ -122,7 +136,35 @@ class Record:
         for name, types in _RECORD_FIELDS.items():
             if name in data:
                 _expect(data[name], types, f"record.{name}")
+        _check_record_payload(data)
         return cls(**data)
+
+
+def _check_fields(obj: dict[str, Any], types: dict[str, Any], where: str) -> None:
+    for name, expected in types.items():
+        if name in obj:
+            _expect(obj[name], expected, f"{where}.{name}")
+
+
+def _check_record_payload(data: dict[str, Any]) -> None:
+    """Types inside a record that consumers rely on (see _METRIC_TYPES)."""
+    _check_fields(data.get("metrics") or {}, _METRIC_TYPES, "record.metrics")
+    accuracy = (data.get("metrics") or {}).get("accuracy") or {}
+    _expect(accuracy.get("status"), _TEXT, "record.metrics.accuracy.status")
+    for variant in ("eager", "compiled"):
+        block = data.get(variant) or {}
+        _check_fields(block, _VARIANT_TYPES, f"record.{variant}")
+        for value in block.get("samples_s") or []:
+            _expect(value, _NUMBER, f"record.{variant}.samples_s[]")
+    for name in ("type", "message", "traceback", "phase"):
+        _expect((data.get("error") or {}).get(name), _TEXT, f"record.error.{name}")
+    for name in ("graph_break_reasons", "recompile_reasons"):
+        for item in data.get(name) or []:
+            _expect(item, dict, f"record.{name}[]")
+    for note in data.get("notes") or []:
+        _expect(note, str, "record.notes[]")
+    for stream, text in (data.get("logs") or {}).items():
+        _expect(text, str, f"record.logs.{stream}")
 
 
 @dataclass
@@ -173,6 +215,11 @@ def save_run(run: Run, path: str | Path) -> Path:
 
 
 def _load_v1(data: dict[str, Any]) -> Run:
+    environment = _expect(data.get("environment") or {}, dict, "environment")
+    for name in _ENV_TEXT_FIELDS:
+        _expect(environment.get(name), _TEXT, f"environment.{name}")
+    _expect((data.get("config") or {}).get("suite") if isinstance(data.get("config"), dict) else None, _TEXT,
+            "config.suite")
     return Run(
         run_id=_expect(data["run_id"], str, "run_id"),
         created_at=str(data["created_at"]),
