@@ -1,0 +1,75 @@
+"""The history store under concurrent writers (two real processes) and re-ingest."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import sqlite3
+from pathlib import Path
+
+from harness.schema import Record, Run, load_run
+from harness.store import HistoryStore
+
+V1 = Path(__file__).resolve().parent / "data" / "run_v1_faults.json"
+RUNS_PER_WRITER = 15
+
+
+def _run(run_id: str) -> Run:
+    base = load_run(V1)
+    return Run(run_id=run_id, created_at=base.created_at, label=run_id, environment=base.environment,
+               config=base.config, records=[Record.from_dict(r.to_dict()) for r in base.records])
+
+
+def _writer(db: str, prefix: str, start, errors) -> None:
+    try:
+        start.wait(30)  # both processes open the fresh database (migration) at the same moment
+        with HistoryStore(db) as store:
+            for i in range(RUNS_PER_WRITER):
+                store.ingest(_run(f"{prefix}-{i}"))
+                store.ingest(_run("shared-run"))  # both writers also re-ingest one same run
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent as data
+        errors.put(f"{prefix}: {type(exc).__name__}: {exc}")
+        raise
+
+
+def test_two_processes_ingest_concurrently_without_loss(tmp_path):
+    db = str(tmp_path / "history.sqlite")
+    ctx = mp.get_context("spawn")
+    start, errors = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(db, name, start, errors)) for name in ("a", "b")]
+    for p in procs:
+        p.start()
+    start.set()
+    for p in procs:
+        p.join(240)
+    assert errors.empty(), errors.get()
+    assert [p.exitcode for p in procs] == [0, 0]
+    records = len(load_run(V1).records)
+    with HistoryStore(db) as store:
+        ids = store.run_ids()
+        assert len(ids) == 2 * RUNS_PER_WRITER + 1 and "shared-run" in ids
+        count = store.conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+        assert count == len(ids) * records  # the twice-ingested run holds one set of rows
+        assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_reingest_is_idempotent_and_a_failed_ingest_leaves_nothing(tmp_path, monkeypatch):
+    db = tmp_path / "h.sqlite"
+    run = _run("r1")
+    with HistoryStore(db) as store:
+        store.ingest(run)
+        before = store.conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+        store.ingest(run)
+        assert store.conn.execute("SELECT COUNT(*) FROM records").fetchone()[0] == before == len(run.records)
+        assert store.load_run("r1").to_dict()["records"] == run.to_dict()["records"]
+
+        broken = _run("r2")
+        broken.records.append(broken.records[0])  # duplicate case id: the insert fails mid-way
+        try:
+            store.ingest(broken)
+        except sqlite3.IntegrityError:
+            pass
+        else:
+            raise AssertionError("a duplicate case id must fail the ingest")
+        assert store.run_ids() == ["r1"]  # rolled back: no half-ingested run
+        assert store.conn.execute("SELECT COUNT(*) FROM records").fetchone()[0] == before
