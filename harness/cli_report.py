@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--window", type=int, default=14, help="nights in the trailing median baseline (default: %(default)s)")
     p.add_argument("--consecutive", type=int, default=2,
                    help="violating nights in a row before a regression alerts (default: %(default)s)")
-    p.add_argument("--chart-reports", type=int, default=3,
+    p.add_argument("--chart-reports", type=int, default=1,
                    help="latest nights whose reports include charts; older ones get tables only (default: %(default)s)")
     p.add_argument("--rebuild", action="store_true", help="re-render every night's report, changed or not")
     p.set_defaults(func=cmd_dashboard)

@@ -25,6 +25,7 @@ import hashlib
 import json
 import math
 import re
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -78,7 +79,7 @@ class DashboardOptions:
     min_history: int = 5  # accepted nights needed before judging
     consecutive: int = 2  # violations in a row before alerting
     noise_sigmas: float = 3.0
-    chart_reports: int = 3  # latest nights whose reports get matplotlib charts (older: tables only)
+    chart_reports: int = 1  # latest nights whose reports get matplotlib charts (older: tables only)
     rebuild: bool = False  # re-render every night's report even when unchanged
 
 
@@ -106,9 +107,11 @@ def detect(values: Sequence[float | None], higher_is_better: bool, rel_tol: floa
         if v is None or not math.isfinite(v):
             continue
         if len(accepted) >= opts.min_history:
-            hist = np.asarray(accepted[-opts.window:])
-            med = float(np.median(hist))
-            mad = float(np.median(np.abs(hist - med))) * 1.4826
+            # stdlib median: on a 14-value window it is ~50x faster than np.median's overhead,
+            # and a year of nightly history runs this loop hundreds of thousands of times
+            hist = accepted[-opts.window:]
+            med = statistics.median(hist)
+            mad = statistics.median([abs(h - med) for h in hist]) * 1.4826
             tol = max(rel_tol * abs(med), opts.noise_sigmas * mad)
             worse = (med - v) if higher_is_better else (v - med)
             baseline[i] = med

@@ -116,12 +116,15 @@ def grouped_reasons(records: list[Record], attr: str) -> list[dict[str, Any]]:
 
 # -- comparison with a baseline run ------------------------------------------------------------
 
-VERDICT_ORDER = ("regression", "now failing", "missing", "improvement", "now passing", "new", "unchanged")
+# compare.py's metric names -> the report's delta columns (relative changes only; counts go to "why")
+DELTA_COLUMNS = {"speedup": "speedup", "latency": "latency_s", "compile_time": "compile_time_s",
+                 "peak_memory": "compiled_peak_memory_bytes"}
+_JUDGED = ("regression", "now failing", "improvement", "now passing", "noisy")
 
 
 @dataclass
 class Delta:
-    """One case compared with the baseline: what changed and the verdict it earns."""
+    """One case compared with the baseline, as the report shows it."""
 
     case_id: str
     verdict: str
@@ -129,66 +132,46 @@ class Delta:
     head_speedup: float | None = None
     base_status: str | None = None
     head_status: str | None = None
-    changes: dict[str, float | None] = field(default_factory=dict)  # metric -> relative change (head/base - 1)
+    changes: dict[str, float | None] = field(default_factory=dict)  # column -> relative change (head/base - 1)
     reasons: list[str] = field(default_factory=list)
 
 
-# Used until harness/compare.py (issue 6) lands: one relative threshold per metric, no
-# noise model. See docs/REPORTS.md: the report switches to compare's verdicts when it exists.
-SIMPLE_THRESHOLDS = {"speedup": 0.05, "latency_s": 0.05, "compile_time_s": 0.15, "compiled_peak_memory_bytes": 0.10}
-_LOWER_IS_BETTER = {"latency_s", "compile_time_s", "compiled_peak_memory_bytes"}
+def compare_for_report(base: Run, head: Run) -> tuple[list[Delta], list[str]]:
+    """Per-case deltas with harness.compare's verdicts (statistics on the raw samples plus
+    thresholds), worst first, and the comparison's warnings. A report still renders across
+    different environments: the mismatch becomes a warning at the top instead of an error."""
+    from .compare import compare_runs
 
-
-def _metric(r: Record, name: str) -> float | None:
-    if name == "compiled_peak_memory_bytes":
-        return (r.compiled or {}).get("peak_memory_bytes")
-    return (r.metrics or {}).get(name)
-
-
-def simple_compare(base: Run, head: Run) -> list[Delta]:
-    """Threshold-only comparison of head against base, regressions first."""
+    comparison = compare_runs([base], [head], allow_mismatch=True)
     b_map, h_map = base.record_map(), head.record_map()
-    out = []
-    for case_id in sorted(set(b_map) | set(h_map)):
-        b, h = b_map.get(case_id), h_map.get(case_id)
-        if b is None or h is None:
-            out.append(Delta(case_id, "new" if b is None else "missing", base_status=b and b.status,
-                             head_status=h and h.status))
-            continue
-        d = Delta(case_id, "unchanged", b.metrics.get("speedup"), h.metrics.get("speedup"), b.status, h.status)
-        if b.status == "ok" and h.status != "ok":
-            d.verdict, d.reasons = "now failing", [f"status {b.status} -> {h.status}"]
-        elif b.status != "ok" and h.status == "ok":
-            d.verdict, d.reasons = "now passing", [f"status {b.status} -> {h.status}"]
-        else:
-            _judge_metrics(b, h, d)
-        out.append(d)
-    return sorted(out, key=lambda d: (VERDICT_ORDER.index(d.verdict), d.case_id))
+    deltas = []
+    for c in comparison.cases:
+        b, h = b_map.get(c.case_id), h_map.get(c.case_id)
+        d = Delta(c.case_id, c.verdict, _speedup(b), _speedup(h), c.status_base, c.status_head)
+        for m in c.metrics:
+            if m.metric in DELTA_COLUMNS:
+                d.changes[DELTA_COLUMNS[m.metric]] = m.change
+            if m.verdict in _JUDGED:
+                d.reasons.append(_reason(m))
+        d.reasons += list(c.flags) + ([c.error] if c.error else [])
+        deltas.append(d)
+    return deltas, list(comparison.warnings)
 
 
-def _judge_metrics(b: Record, h: Record, d: Delta) -> None:
-    worse, better = [], []
-    for name, threshold in SIMPLE_THRESHOLDS.items():
-        bv, hv = _metric(b, name), _metric(h, name)
-        if not bv or hv is None:
-            d.changes[name] = None
-            continue
-        change = hv / bv - 1
-        d.changes[name] = change
-        bad = change > threshold if name in _LOWER_IS_BETTER else change < -threshold
-        good = change < -threshold if name in _LOWER_IS_BETTER else change > threshold
-        if bad:
-            worse.append(f"{name} {change:+.1%}")
-        elif good:
-            better.append(f"{name} {change:+.1%}")
-    d.reasons = worse or better
-    d.verdict = "regression" if worse else ("improvement" if better else "unchanged")
+def _speedup(r: Record | None) -> float | None:
+    return (r.metrics or {}).get("speedup") if r is not None else None
 
 
-def compare_for_report(base: Run, head: Run) -> tuple[list[Delta], str]:
-    """(deltas, source): compare.py's verdicts when that module provides them, else thresholds."""
-    return simple_compare(base, head), "simple thresholds (" + ", ".join(
-        f"{k} {v:.0%}" for k, v in SIMPLE_THRESHOLDS.items()) + "; no noise model)"
+def _reason(m: Any) -> str:
+    if m.change is None:
+        text = f"{m.metric} {m.verdict}"
+    elif m.metric in DELTA_COLUMNS:
+        text = f"{m.metric} {m.change:+.1%}"
+    else:
+        text = f"{m.metric} {m.change:+g}"
+    if m.p_value is not None:
+        text += f" (p={m.p_value:.2g})"
+    return text + (f": {m.note}" if m.note else "")
 
 
 # -- rendering ---------------------------------------------------------------------------------
@@ -197,7 +180,7 @@ def report_context(run: Run, baseline: Run | None = None, charts: bool = True) -
     """Everything the template needs; `charts=False` skips matplotlib (dashboard night pages)."""
     from .charts import report_charts
 
-    deltas, compare_source = compare_for_report(baseline, run) if baseline is not None else ([], "")
+    deltas, compare_warnings = compare_for_report(baseline, run) if baseline is not None else ([], [])
     verdict_counts: dict[str, int] = defaultdict(int)
     for d in deltas:
         verdict_counts[d.verdict] += 1
@@ -221,7 +204,7 @@ def report_context(run: Run, baseline: Run | None = None, charts: bool = True) -
         "baseline": baseline,
         "deltas": deltas,
         "verdict_counts": dict(verdict_counts),
-        "compare_source": compare_source,
+        "compare_warnings": compare_warnings,
     }
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from harness.charts import MAX_BAR_ROWS, report_charts, speedup_bars
 from harness.cli import main
-from harness.report import grouped_reasons, render_report, simple_compare, write_report
+from harness.report import compare_for_report, grouped_reasons, render_report, write_report
 from harness.schema import Case, Record, Run, save_run
 from harness.synthetic_history import SyntheticSpec, synthetic_run
 
@@ -90,32 +90,46 @@ def test_grouped_reasons_count_across_cases():
     assert len(groups) == 1 and groups[0]["count"] == 6 and len(groups[0]["cases"]) == 3
 
 
+def _scale_compiled(r: Record, factor: float) -> None:
+    """Make the compiled variant `factor` times faster (raw samples and summary metrics alike)."""
+    r.compiled = dict(r.compiled, samples_s=[t / factor for t in r.compiled["samples_s"]])
+    r.metrics = dict(r.metrics, speedup=r.metrics["speedup"] * factor, latency_s=r.metrics["latency_s"] / factor)
+
+
 def _baseline_pair() -> tuple[Run, Run]:
+    """Base and head from the same seed (identical records), then: one case 30% slower, one
+    30% faster, one crashed, one dropped and one new."""
     base = _run(cases=6)
     head = _run(cases=6)
     head.run_id = "head"
     recs = head.records
-    recs[0].metrics["speedup"] = base.records[0].metrics["speedup"] * 0.7  # regression
-    recs[1].metrics["speedup"] = base.records[1].metrics["speedup"] * 1.3  # improvement
-    recs[2] = Record(recs[2].case, "crashed", error={"type": "Crash", "message": "segfault"})  # now failing
-    for r, b in zip(recs[3:], base.records[3:], strict=True):
-        r.metrics = dict(b.metrics)
-        r.compiled = dict(b.compiled)
+    _scale_compiled(recs[0], 0.7)
+    _scale_compiled(recs[1], 1.3)
+    recs[2] = Record(recs[2].case, "crashed", error={"type": "Crash", "message": "segfault"})
     new_case = replace(recs[5].case, workload="brand-new")
-    head.records = [*recs[:5], replace(recs[5], case=new_case)]  # base's 6th case missing, a new one appears
+    head.records = [*recs[:5], replace(recs[5], case=new_case)]
     return base, head
 
 
-def test_simple_compare_verdicts_regressions_first():
+def test_baseline_verdicts_come_from_compare_worst_first():
     base, head = _baseline_pair()
-    deltas = simple_compare(base, head)
+    deltas, warnings = compare_for_report(base, head)
     verdicts = [d.verdict for d in deltas]
+    assert warnings == []
     assert verdicts[0] == "regression"
     assert verdicts.index("regression") < verdicts.index("now failing") < verdicts.index("improvement")
     assert sorted(verdicts) == sorted(["regression", "improvement", "now failing", "unchanged", "unchanged",
                                        "missing", "new"])
     reg = deltas[0]
-    assert reg.changes["speedup"] == pytest.approx(-0.3)
+    assert reg.changes["speedup"] == pytest.approx(-0.3, abs=0.02)
+    assert any(r.startswith("speedup -") and "p=" in r for r in reg.reasons)
+
+
+def test_baseline_from_another_machine_renders_with_a_warning():
+    base, head = _baseline_pair()
+    base.environment = dict(base.environment, cpu_model="Other CPU")
+    html = render_report(head, baseline=base)
+    assert 'class="banner compare-warning"' in html and "Other CPU" in html
 
 
 def test_report_with_baseline_colours_rows_by_verdict():
@@ -124,7 +138,7 @@ def test_report_with_baseline_colours_rows_by_verdict():
     deltas = html.split('<table id="deltas"', 1)[1].split("</table>", 1)[0]
     rows = re.findall(r'<tr class="(v-[a-z-]+)"', deltas)
     assert rows[0] == "v-regression" and "v-improvement" in rows and "v-now-failing" in rows
-    assert "-30.0%" in deltas
+    assert re.search(r"-(29|30|31)\.\d%", deltas)
 
 
 def test_cli_report_with_baseline(results_dir, tmp_path):
