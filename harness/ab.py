@@ -1,10 +1,10 @@
 """A/B on one machine: the same cases under two Python environments, interleaved.
 
 `compilebench ab --base-python main/.venv/bin/python --head-python pr/.venv/bin/python
---suite smoke --rounds 3` runs every case once per round on each side, alternating which
+--suite smoke --rounds 5` runs every case once per round on each side, alternating which
 side goes first per case and per round (round 0: base, head, head, base, ...; round 1 the
 mirror), so drift over the session (thermal, a noisy neighbour, clock changes) lands on both
-sides alike. With three or more rounds, compare tests one median per process, so the noise
+sides alike. With four or more rounds, compare tests one median per process, so the noise
 between processes is in the test instead of being guessed by a threshold: the most
 noise-robust gate there is, and the recommended PR path.
 
@@ -50,7 +50,7 @@ class AbOptions:
     run: RunOptions
     base_python: str
     head_python: str
-    rounds: int = 3
+    rounds: int = 5
     base_env: dict[str, str] = field(default_factory=dict)
     head_env: dict[str, str] = field(default_factory=dict)
 
@@ -100,7 +100,7 @@ def run_ab(opts: AbOptions, progress: AbProgress | None = None,
            environments: Mapping[str, dict[str, Any]] | None = None) -> tuple[list[Run], list[Run], Path]:
     """Run the schedule; returns (base runs, head runs, session folder), one run per round."""
     if opts.rounds < 1:
-        raise AbError(f"--rounds {opts.rounds} must be at least 1 (3 or more for a per-process test)")
+        raise AbError(f"--rounds {opts.rounds} must be at least 1 (4 or more for a per-process test)")
     cases, suite_policy = plan_cases(opts.run)
     from suites import SUITES
 

@@ -33,11 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("ab", help="A/B on this machine: the same cases under two Pythons, interleaved, then compare",
                        description="Run cases alternately under --base-python and --head-python (per case and per "
-                                   "round), save each side-round as a run file, and compare. 3+ rounds test one "
+                                   "round), save each side-round as a run file, and compare. 4+ rounds test one "
                                    "median per process: the most noise-robust gate.")
     p.add_argument("--base-python", required=True, help="python of the base environment (e.g. main's venv)")
     p.add_argument("--head-python", required=True, help="python of the head environment (e.g. the PR's venv)")
-    p.add_argument("--rounds", type=int, default=3, help="processes per case and side (default 3)")
+    p.add_argument("--rounds", type=int, default=5, help="processes per case and side (default 5; 4+ test "
+                   "per-process medians)")
     p.add_argument("--base-env", action="append", default=[], metavar="KEY=VALUE", help="env var for base workers")
     p.add_argument("--head-env", action="append", default=[], metavar="KEY=VALUE", help="env var for head workers")
     _selection_options(p)

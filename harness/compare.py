@@ -8,8 +8,8 @@ lets it ship):
 
 What a "sample" is depends on how many processes measured the case. One process per side
 (a plain `run`): the raw per-call samples, which capture in-process noise only; the
-threshold absorbs the process-to-process part, and `compilebench noise` measures it. Three
-or more processes per side (`compilebench ab --rounds N`, or folders of repeated runs): one
+threshold absorbs the process-to-process part, and `compilebench noise` measures it. Four
+or more processes per side (`compilebench ab --rounds 5`, or folders of repeated runs): one
 median per process, so the test sees the process-to-process noise itself.
 
 Speedup is judged on paired per-round ratios eager_i / compiled_i: the worker interleaves
@@ -37,8 +37,10 @@ STILL_FAILING, NOT_APPLICABLE = "still failing", "n/a"
 VERDICT_ORDER = (REGRESSION, NOW_FAILING, MISSING, NOISY, IMPROVEMENT, NOW_PASSING, NEW, STILL_FAILING, UNCHANGED,
                  NOT_APPLICABLE)
 DEFAULT_FAIL_ON = (REGRESSION, NOW_FAILING)
-MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST = 3
+# below 4 per side a two-sided U test on process medians cannot reach p < 0.05 (3 vs 3: p >= 0.1)
+MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST = 4
 BOOTSTRAP_RESAMPLES = 1000
+SMALL_SAMPLE = 64  # below this, bootstrap by plain resampling
 
 # environment fields that make a comparison meaningless when they differ
 HARDWARE_FIELDS = ("machine", "cpu_model", "device names")
@@ -226,12 +228,21 @@ def bootstrap_ratio_of_medians(numerator: np.ndarray, denominator: np.ndarray, c
     a, b = np.sort(numerator), np.sort(denominator)
     point = _quantiles(a, (0.5,))[0] / _quantiles(b, (0.5,))[0]
     rng = np.random.default_rng(seed)
-    ia = np.minimum(np.searchsorted(_median_cdf(a.size), rng.random(n_boot)), a.size - 1)
-    ib = np.minimum(np.searchsorted(_median_cdf(b.size), rng.random(n_boot)), b.size - 1)
-    ratios = np.sort(a[ia] / b[ib])
+    ratios = np.sort(_resampled_medians(a, n_boot, rng) / _resampled_medians(b, n_boot, rng))
     alpha = (1 - confidence) / 2
     low, high = _quantiles(ratios, (alpha, 1 - alpha))
     return float(point), low, high
+
+
+def _resampled_medians(sorted_samples: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """Medians of n_boot bootstrap resamples. Small sets are resampled outright (cheap, and
+    exact for even sizes, where the median averages two order statistics); large ones draw
+    the median from its exact distribution."""
+    n = sorted_samples.size
+    if n <= SMALL_SAMPLE:
+        return np.median(sorted_samples[rng.integers(0, n, size=(n_boot, n))], axis=1)
+    idx = np.minimum(np.searchsorted(_median_cdf(n), rng.random(n_boot)), n - 1)
+    return sorted_samples[idx]
 
 
 def _units(groups: Sequence[np.ndarray]) -> tuple[np.ndarray, str]:

@@ -1,0 +1,224 @@
+"""compare/gate statistics and plumbing, on synthetic runs with known distributions."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from harness.cli import main
+from harness.compare import (
+    IMPROVEMENT,
+    MISSING,
+    NEW,
+    NOISY,
+    NOW_FAILING,
+    NOW_PASSING,
+    REGRESSION,
+    STILL_FAILING,
+    UNCHANGED,
+    EnvironmentMismatchError,
+    bootstrap_ratio_of_medians,
+    compare_case,
+    compare_runs,
+)
+from harness.gate_output import markdown
+from harness.schema import Run, save_run
+from harness.stats import ratio_of_medians_ci
+from harness.synthetic import SYNTHETIC_ENV, synthetic_case, synthetic_record, synthetic_run
+from harness.thresholds import ThresholdConfig, config_from_dict
+
+
+def _case_run(run_id: str, *records) -> Run:
+    return Run(run_id, "2026-01-01T00:00:00+00:00", run_id, dict(SYNTHETIC_ENV), {}, list(records))
+
+
+def _pair(seed: int = 0, **head_kwargs):
+    rng = np.random.default_rng(seed)
+    case = synthetic_case(0)
+    return case, synthetic_record(case, rng), synthetic_record(case, rng, **head_kwargs)
+
+
+def _defaults(case_id: str = ""):
+    return ThresholdConfig().for_case(case_id)
+
+
+# ---------------------------------------------------------------- false alarms and power
+
+def test_aa_comparisons_raise_no_regression():
+    """200 A/A cases with 5% log-normal spread: the 5% threshold plus significance means none
+    is called a regression (a coin-flip gate would flag ~5% of them on p alone)."""
+    cmp = compare_runs([synthetic_run(200, 11)], [synthetic_run(200, 12)])
+    assert cmp.failing() == []
+    assert cmp.counts() == {UNCHANGED: 200}
+
+
+@pytest.mark.parametrize("slowdown", [0.10, 0.15, 0.30])
+def test_slowdowns_beyond_threshold_are_flagged_everywhere(slowdown):
+    cmp = compare_runs([synthetic_run(50, 21)], [synthetic_run(50, 22, slowdown=slowdown)])
+    assert cmp.counts() == {REGRESSION: 50}
+    case = cmp.cases[0]
+    assert case.metric("latency").verdict == REGRESSION
+    assert case.metric("speedup").verdict == REGRESSION  # speedup down is bad
+    assert case.metric("latency").change == pytest.approx(slowdown, abs=0.04)
+
+
+def test_significant_change_within_threshold_is_unchanged():
+    """2% slower with 1000 samples is statistically real but below the 5% threshold."""
+    case, base, head = _pair(compiled_median=5e-4 * 1.02)
+    rng = np.random.default_rng(1)
+    base = synthetic_record(case, rng, n=1000, spread=0.01)
+    head = synthetic_record(case, rng, n=1000, spread=0.01, compiled_median=5e-4 * 1.02)
+    latency = compare_case(case.case_id, [base], [head], _defaults()).metric("latency")
+    assert latency.verdict == UNCHANGED
+    assert latency.change == pytest.approx(0.02, abs=0.005)
+
+
+def test_big_change_that_is_not_significant_is_noisy_not_regression():
+    """Two samples per side at 60% spread: a +20% median difference is not evidence."""
+    rng = np.random.default_rng(3)
+    case = synthetic_case(0)
+    base = synthetic_record(case, rng, n=4, spread=0.6)
+    head = synthetic_record(case, rng, n=4, spread=0.6, compiled_median=6e-4)
+    latency = compare_case(case.case_id, [base], [head], _defaults()).metric("latency")
+    assert latency.verdict in (NOISY, UNCHANGED)
+    assert latency.verdict != REGRESSION
+
+
+def test_improvement_direction():
+    cmp = compare_runs([synthetic_run(5, 1)], [synthetic_run(5, 2, slowdown=-0.3)])
+    assert cmp.counts() == {IMPROVEMENT: 5}
+    assert cmp.cases[0].metric("speedup").change > 0.3
+
+
+def test_process_level_test_with_rounds():
+    """Five processes per side: the test runs on per-process medians, so a process-to-
+    process spread of 10% hides a 5% shift (noisy/unchanged) but not a 40% one."""
+    rng = np.random.default_rng(5)
+    case = synthetic_case(0)
+
+    def procs(factor: float) -> list:
+        return [synthetic_record(case, rng, compiled_median=5e-4 * factor * float(np.exp(rng.normal(0, 0.10))))
+                for _ in range(5)]
+
+    small = compare_case(case.case_id, procs(1.0), procs(1.05), _defaults()).metric("latency")
+    assert small.note.startswith("per-process medians") and small.n_base == 5
+    assert small.verdict != REGRESSION
+    big = compare_case(case.case_id, procs(1.0), procs(1.4), _defaults()).metric("latency")
+    assert big.verdict == REGRESSION
+
+
+# ---------------------------------------------------------------- statuses and exact metrics
+
+def test_case_statuses():
+    rng = np.random.default_rng(0)
+    c = [synthetic_case(i) for i in range(6)]
+    base = _case_run("b", synthetic_record(c[0], rng), synthetic_record(c[1], rng),
+                     synthetic_record(c[2], rng, status="fail_compile"), synthetic_record(c[3], rng, status="crashed"),
+                     synthetic_record(c[4], rng))
+    head = _case_run("h", synthetic_record(c[0], rng, status="timeout"), synthetic_record(c[2], rng),
+                     synthetic_record(c[3], rng, status="crashed"), synthetic_record(c[4], rng),
+                     synthetic_record(c[5], rng))
+    verdicts = {r.case_id: r.verdict for r in compare_runs([base], [head]).cases}
+    assert verdicts == {c[0].case_id: NOW_FAILING, c[1].case_id: MISSING, c[2].case_id: NOW_PASSING,
+                        c[3].case_id: STILL_FAILING, c[4].case_id: UNCHANGED, c[5].case_id: NEW}
+
+
+def test_counts_and_accuracy_are_exact():
+    case, base, head = _pair(graph_breaks=1, recompiles=0)
+    result = compare_case(case.case_id, [base], [head], _defaults())
+    assert result.verdict == REGRESSION and result.metric("graph_breaks").verdict == REGRESSION
+    _, base, head = _pair(recompiles=0)
+    base.metrics["recompiles"] = 2
+    assert compare_case(case.case_id, [base], [head], _defaults()).metric("recompiles").verdict == IMPROVEMENT
+    _, base, head = _pair(accuracy="fail")
+    assert compare_case(case.case_id, [base], [head], _defaults()).metric("accuracy").verdict == REGRESSION
+
+
+def test_compile_time_and_memory_thresholds():
+    case, base, head = _pair(compile_time=2.0 * 1.30, peak_memory=int((100 << 20) * 1.2))
+    result = compare_case(case.case_id, [base], [head], _defaults())
+    assert result.metric("compile_time").verdict == REGRESSION  # +30% > 15%
+    assert result.metric("peak_memory").verdict == REGRESSION  # +20% > 10%
+    _, base, head = _pair(compile_time=2.0 * 1.08)
+    assert compare_case(case.case_id, [base], [head], _defaults()).metric("compile_time").verdict == UNCHANGED
+
+
+def test_overrides_change_the_verdict():
+    case, base, head = _pair(compiled_median=5e-4 * 1.15)
+    loose = config_from_dict({"workload": {"synth0": {"latency": "25%", "speedup": "off"}}})
+    result = compare_case(case.case_id, [base], [head], loose.for_case(case.case_id, "synth0", "synthetic"))
+    assert result.metric("latency").verdict == UNCHANGED
+    assert result.metric("speedup") is None  # switched off
+
+
+# ---------------------------------------------------------------- bootstrap and environment
+
+def test_exact_bootstrap_matches_resampling():
+    rng = np.random.default_rng(9)
+    for n_a, n_b in ((101, 100), (30, 31), (8, 9)):
+        a, b = rng.lognormal(0, 0.2, n_a), rng.lognormal(0.1, 0.2, n_b)
+        fast = bootstrap_ratio_of_medians(a, b, n_boot=20000)
+        slow = ratio_of_medians_ci(a, b, n_boot=20000)
+        assert fast[0] == pytest.approx(slow[0])
+        assert fast[1] == pytest.approx(slow[1], rel=0.02) and fast[2] == pytest.approx(slow[2], rel=0.02)
+
+
+def test_environment_mismatch_refused_then_warned():
+    other = dict(SYNTHETIC_ENV, torch_version="2.14.0", cpu_model="Other CPU")
+    base, head = synthetic_run(2, 1), synthetic_run(2, 2, environment=other)
+    with pytest.raises(EnvironmentMismatchError, match="cpu_model.*torch_version"):
+        compare_runs([base], [head])
+    cmp = compare_runs([base], [head], allow_mismatch=True)
+    assert "cpu_model" in cmp.warnings[0] and "torch_version" in cmp.warnings[0]
+    assert "WARNING" in markdown(cmp, [])
+
+
+# ---------------------------------------------------------------- outputs and CLI
+
+def test_markdown_puts_regressions_first_and_folds_the_rest():
+    base = synthetic_run(4, 1)
+    head = synthetic_run(4, 2, slowdown=0.2, slow_cases=1)
+    cmp = compare_runs([base], [head])
+    text = markdown(cmp, cmp.failing())
+    attention, details = text.index("### Needs attention"), text.index("<details>")
+    assert attention < text.index("synth0/") < details < text.index("synth1/")
+    assert "FAIL: 1 case(s)" in text
+
+
+def test_cli_exit_codes_and_outputs(tmp_path, capsys):
+    save_run(synthetic_run(3, 1, run_id="base"), tmp_path / "base.json")
+    save_run(synthetic_run(3, 2, run_id="same"), tmp_path / "same.json")
+    save_run(synthetic_run(3, 3, slowdown=0.2, run_id="slow"), tmp_path / "slow.json")
+    assert main(["compare", str(tmp_path / "base.json"), str(tmp_path / "same.json")]) == 0
+    md, js = tmp_path / "out.md", tmp_path / "out.json"
+    rc = main(["gate", str(tmp_path / "base.json"), str(tmp_path / "slow.json"), "--markdown", str(md), "--json", str(js)])
+    assert rc == 1
+    data = json.loads(js.read_text())
+    assert data["counts"] == {REGRESSION: 3} and len(data["failed"]) == 3
+    assert "regression" in md.read_text()
+    # a folder of run files is one side with several processes
+    folder = tmp_path / "many"
+    for i in range(3):
+        save_run(synthetic_run(3, 10 + i, run_id=f"b{i}"), folder / f"b{i}.json")
+    assert main(["compare", str(folder), str(tmp_path / "same.json")]) == 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["compare", "nope.json", "nope2.json"], "no such run file"),
+    (["compare", "{base}", "{base}", "--fail-on", "regresion"], "is not a verdict"),
+    (["compare", "{base}", "{base}", "--metric", "latncy"], "is unknown"),
+    (["compare", "{base}", "{base}", "--thresholds", "{bad}"], "latency"),
+    (["compare", "{base}", "{other}"], "torch_version"),
+])
+def test_cli_usage_errors_exit_2(tmp_path, capsys, argv, message):
+    save_run(synthetic_run(2, 1, run_id="base"), tmp_path / "base.json")
+    save_run(synthetic_run(2, 1, run_id="other", environment=dict(SYNTHETIC_ENV, torch_version="9.9")),
+             tmp_path / "other.json")
+    (tmp_path / "bad.toml").write_text('[suite.smoke]\nlatency = "fast"\n')
+    paths = {"base": tmp_path / "base.json", "other": tmp_path / "other.json", "bad": tmp_path / "bad.toml"}
+    argv = [a.format(**paths) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err

@@ -1,0 +1,218 @@
+"""Thresholds files, noise analysis, the A/B schedule, expected counts and the
+pytest-benchmark interchange (all without running models; the real paths are in
+tests/test_gate_e2e.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from harness.ab import AbError, parse_env_pairs, schedule
+from harness.cli import main
+from harness.compare import compare_runs
+from harness.expected import EXPECTED_FORMAT, check, update
+from harness.noise import analyze_noise, load_noise_table, save_noise
+from harness.pytest_bench import PytestBenchmarkFileError, export_run, import_data
+from harness.schema import Run, save_run
+from harness.synthetic import SYNTHETIC_ENV, synthetic_case, synthetic_record, synthetic_run
+from harness.thresholds import ThresholdConfigError, load_thresholds
+
+# ---------------------------------------------------------------- thresholds
+
+
+def test_threshold_precedence(tmp_path):
+    path = tmp_path / "t.toml"
+    path.write_text("""
+[defaults]
+latency = "4%"
+alpha = 0.01
+[suite.smoke]
+latency = 0.08
+compile_time = "30%"
+[workload.mlp-deep]
+latency = "12%"
+peak_memory = "off"
+[case."mlp-deep/forward/inductor/cpu/float32/bs64/tiny"]
+graph_breaks = 2
+""")
+    config = load_thresholds(path)
+    assert config.for_case("x", "other", "nightly").get("latency") == pytest.approx(0.04)
+    assert config.for_case("x", "other", "nightly").alpha == 0.01
+    smoke = config.for_case("x", "mlp-classic", "smoke")
+    assert smoke.get("latency") == pytest.approx(0.08) and smoke.get("compile_time") == pytest.approx(0.30)
+    deep = config.for_case("mlp-deep/forward/inductor/cpu/float32/bs64/tiny", "mlp-deep", "smoke")
+    assert deep.get("latency") == pytest.approx(0.12) and not deep.enabled("peak_memory")
+    assert deep.get("graph_breaks") == 2 and deep.get("speedup") == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize("text, where", [
+    ('[suite.smoke]\nlatency = "fast"\n', "suite.smoke.latency"),
+    ('[workload.x]\nlatncy = "5%"\n', "unknown metric 'latncy'"),
+    ('[defaults]\ngraph_breaks = 1.5\n', "defaults.graph_breaks"),
+    ('[defaults]\nalpha = 2\n', "defaults.alpha"),
+    ('[sweet.smoke]\nlatency = "5%"\n', "unknown section [sweet]"),
+    ('[suite.smoke\nlatency = "5%"\n', "invalid TOML"),
+    ('[defaults]\nlatency = "-5%"\n', "defaults.latency"),
+])
+def test_threshold_errors_name_file_and_key(tmp_path, text, where):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ThresholdConfigError) as info:
+        load_thresholds(path)
+    message = str(info.value)
+    assert str(path) in message and where in message and "\n" not in message
+
+
+def test_missing_thresholds_file():
+    with pytest.raises(ThresholdConfigError, match="no such thresholds file"):
+        load_thresholds("/nonexistent/t.toml")
+
+
+# ---------------------------------------------------------------- noise
+
+
+def _aa_runs(n_runs: int, process_spread: float, seed: int = 0) -> list[Run]:
+    """Runs of the same code whose per-process level wanders by process_spread (log-sd)."""
+    rng = np.random.default_rng(seed)
+    case = synthetic_case(0)
+    runs = []
+    for i in range(n_runs):
+        level = float(np.exp(rng.normal(0, process_spread)))
+        record = synthetic_record(case, rng, compiled_median=5e-4 * level, eager_median=1e-3 * level)
+        runs.append(Run(f"aa{i}", "2026-01-01T00:00:00+00:00", "aa", dict(SYNTHETIC_ENV), {}, [record]))
+    return runs
+
+
+def test_noise_flags_what_a_threshold_cannot_resolve(tmp_path):
+    quiet = analyze_noise(_aa_runs(8, 0.005), rounds=4)["cases"]["synth0/forward/inductor/cpu/float32/bs8/tiny"]
+    loud = analyze_noise(_aa_runs(8, 0.15), rounds=4)["cases"]["synth0/forward/inductor/cpu/float32/bs8/tiny"]
+    assert quiet["too_noisy"] == [] and quiet["metrics"]["latency"]["mdc_single"] < 0.05
+    assert "latency" in loud["too_noisy"] and loud["metrics"]["latency"]["mdc_single"] > 0.05
+    # speedup is a ratio within each process: the process-level wander cancels
+    assert loud["metrics"]["speedup"]["mdc_single"] < 0.05
+    path = save_noise(analyze_noise(_aa_runs(8, 0.15), rounds=4), tmp_path / "noise.json")
+    table = load_noise_table(path)
+    base, head = synthetic_run(1, 1), synthetic_run(1, 2)
+    flags = compare_runs([base], [head], noise=table).cases[0].flags
+    assert any(f.startswith("latency: A/A noise") for f in flags)
+
+
+def test_noise_from_runs_cli(tmp_path, capsys):
+    for i, run in enumerate(_aa_runs(4, 0.01)):
+        save_run(run, tmp_path / "aa" / f"{i}.json")
+    out = tmp_path / "noise.json"
+    assert main(["noise", "--from-runs", str(tmp_path / "aa"), "-o", str(out)]) == 0
+    assert json.loads(out.read_text())["cases"]
+    assert "A/A noise" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- ab
+
+
+def test_ab_schedule_alternates_per_case_and_round():
+    cases = [synthetic_case(i) for i in range(3)]
+    plan = schedule(cases, rounds=4)
+    assert len(plan) == 3 * 4 * 2
+    firsts = [plan[i][2] for i in range(0, len(plan), 2)]
+    assert firsts[:3] == ["base", "head", "base"] and firsts[3:6] == ["head", "base", "head"]
+    assert Counter(firsts) == {"base": 6, "head": 6}  # neither side always goes first
+    for r in range(4):  # every case measured once per side per round
+        got = Counter((c.case_id, s) for rr, c, s in plan if rr == r)
+        assert set(got.values()) == {1} and len(got) == 6
+
+
+def test_ab_env_pairs():
+    assert parse_env_pairs(["A=1", "B=x=y"], "--head-env") == {"A": "1", "B": "x=y"}
+    with pytest.raises(AbError, match="--head-env 'oops' is not KEY=VALUE"):
+        parse_env_pairs(["oops"], "--head-env")
+
+
+def test_ab_bad_python_is_a_usage_error(tmp_path, capsys):
+    rc = main(["ab", "--base-python", "/nonexistent/python", "--head-python", sys.executable, "-w", "mlp-classic",
+               "--out", str(tmp_path)])
+    assert rc == 2
+    assert "/nonexistent/python" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- expected counts
+
+
+def _suite_run(run_id: str, **kwargs) -> Run:
+    rng = np.random.default_rng(0)
+    records = [synthetic_record(synthetic_case(i), rng, **kwargs) for i in range(3)]
+    return Run(run_id, "2026-01-01T00:00:00+00:00", run_id, dict(SYNTHETIC_ENV), {"suite": "synthetic"}, records)
+
+
+def test_expected_update_then_check(tmp_path):
+    path = tmp_path / "synthetic-cpu.json"
+    data = update([_suite_run("a", graph_breaks=1)], path)
+    assert data["format"] == EXPECTED_FORMAT and len(data["cases"]) == 3
+    assert check(_suite_run("b", graph_breaks=1), path).differences == []
+    report = check(_suite_run("c", graph_breaks=2, accuracy="fail"), path)
+    assert len(report.differences) == 6 and any("graph_breaks expected 1, got 2" in d for d in report.differences)
+    partial = _suite_run("d", graph_breaks=1)
+    partial.records = partial.records[:2]
+    report = check(partial, path)
+    assert not report.failed() and report.failed(complete=True) and len(report.missing) == 1
+
+
+def test_expected_cli(tmp_path, capsys):
+    save_run(_suite_run("good", graph_breaks=1), tmp_path / "good.json")
+    save_run(_suite_run("bad", recompiles=3, graph_breaks=1), tmp_path / "bad.json")
+    file = tmp_path / "exp.json"
+    assert main(["expected", "update", str(tmp_path / "good.json"), "--file", str(file)]) == 0
+    assert main(["expected", "check", str(tmp_path / "good.json"), "--file", str(file)]) == 0
+    assert main(["expected", "check", str(tmp_path / "bad.json"), "--file", str(file)]) == 1
+    assert "recompiles expected 0, got 3" in capsys.readouterr().out
+    assert main(["expected", "check", str(tmp_path / "good.json"), "--file", str(tmp_path / "none.json")]) == 2
+
+
+# ---------------------------------------------------------------- pytest-benchmark
+
+
+def test_export_import_round_trip_keeps_samples_and_metrics():
+    run = synthetic_run(3, 4, run_id="orig")
+    data = export_run(run)
+    assert len(data["benchmarks"]) == 6
+    bench = data["benchmarks"][0]
+    assert bench["stats"]["data"] == run.records[0].compiled["samples_s"]
+    assert bench["stats"]["median"] == pytest.approx(float(np.median(run.records[0].compiled["samples_s"])))
+    back = import_data(json.loads(json.dumps(data)), "x.json")
+    assert [r.case_id for r in back.records] == [r.case_id for r in run.records]
+    assert back.records[0].eager["samples_s"] == run.records[0].eager["samples_s"]
+    assert back.records[0].metrics["speedup"] == pytest.approx(run.records[0].metrics["speedup"])
+    cmp = compare_runs([run], [back])  # the re-imported run is the same measurement
+    assert cmp.counts() == {"unchanged": 3}
+
+
+def test_import_foreign_pytest_benchmark_file():
+    data = {"machine_info": {"node": "h", "cpu": {"brand_raw": "CPU X"}}, "benchmarks": [
+        {"name": "test_sum", "stats": {"median": 0.5, "data": [0.4, 0.5, 0.6]}, "extra_info": {}},
+        {"name": "test_nodata", "stats": {"median": 0.2}},
+    ]}
+    run = import_data(data, "foreign.json")
+    assert [r.case.workload for r in run.records] == ["test_sum", "test_nodata"]
+    assert run.records[0].compiled["samples_s"] == [0.4, 0.5, 0.6]
+    assert run.environment["cpu_model"] == "CPU X"
+    with pytest.raises(PytestBenchmarkFileError, match="benchmarks\\[0\\] is malformed"):
+        import_data({"benchmarks": [{"name": "x"}]}, "bad.json")
+    with pytest.raises(PytestBenchmarkFileError, match="not a pytest-benchmark JSON"):
+        import_data({"records": []}, "bad.json")
+
+
+def test_pytest_benchmark_compare_reads_exports(tmp_path):
+    """The exported files are what `pytest-benchmark compare` expects (its own CLI)."""
+    a, b = tmp_path / "0001_a.json", tmp_path / "0002_b.json"
+    save_run(synthetic_run(2, 1, run_id="a"), tmp_path / "a_run.json")
+    save_run(synthetic_run(2, 2, run_id="b", slowdown=0.5), tmp_path / "b_run.json")
+    assert main(["export-pytest-benchmark", str(tmp_path / "a_run.json"), "-o", str(a)]) == 0
+    assert main(["export-pytest-benchmark", str(tmp_path / "b_run.json"), "-o", str(b)]) == 0
+    exe = [sys.executable, "-m", "pytest_benchmark", "compare", str(a), str(b), "--columns", "median"]
+    out = subprocess.run(exe, capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "synth0/forward/inductor/cpu/float32/bs8/tiny[compiled]" in out.stdout
