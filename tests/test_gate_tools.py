@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -216,3 +217,16 @@ def test_pytest_benchmark_compare_reads_exports(tmp_path):
     out = subprocess.run(exe, capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
     assert "synth0/forward/inductor/cpu/float32/bs8/tiny[compiled]" in out.stdout
+
+
+# ---------------------------------------------------------------- CI workflows
+
+
+def test_workflows_validate_against_the_github_schema():
+    """actionlint needs a download from GitHub; check-jsonschema ships the workflow schema."""
+    root = Path(__file__).resolve().parent.parent / ".github" / "workflows"
+    files = sorted(str(p) for p in root.glob("*.yml"))
+    assert len(files) >= 2
+    cmd = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", *files]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
