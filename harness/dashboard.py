@@ -21,9 +21,12 @@ thousands of series.
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 import math
+import multiprocessing
+import os
 import re
 import statistics
 import time
@@ -384,22 +387,44 @@ def _write_night_reports(db: str | Path, out: Path, runs, opts: DashboardOptions
             stamps = {}
     ids = list(runs["run_id"])
     charted = set(ids[-opts.chart_reports:]) if opts.chart_reports > 0 else set()
-    rendered = 0
     with HistoryStore(db) as store:
         prints = dict(store.conn.execute(
             "SELECT run_id, count(*) || ':' || sum(length(record_json)) FROM records GROUP BY run_id").fetchall())
-        for rid in ids:
-            fingerprint = prints.get(rid, "0:0")
-            target = out / run_page(rid)
-            old = stamps.get(rid, "")
-            # a report keeps its charts once it has them; only changed rows or missing charts re-render
-            if target.is_file() and old.startswith(fingerprint + ":") and (old.endswith(":charts") or rid not in charted):
-                continue
-            run = store.load_run(rid)
-            html = render_report(run, charts=rid in charted, links={"dashboard": "../index.html",
-                                                                    "open regressions": "../regressions.html"})
-            write_text_atomic(target, html)
-            stamps[rid] = f"{fingerprint}:{'charts' if rid in charted else 'tables'}"
-            rendered += 1
+    todo: list[tuple[str, bool]] = []
+    for rid in ids:
+        fingerprint, old = prints.get(rid, "0:0"), stamps.get(rid, "")
+        # a report keeps its charts once it has them; only changed rows or missing charts re-render
+        if (out / run_page(rid)).is_file() and old.startswith(fingerprint + ":") and (
+                old.endswith(":charts") or rid not in charted):
+            continue
+        todo.append((rid, rid in charted))
+        stamps[rid] = f"{fingerprint}:{'charts' if rid in charted else 'tables'}"
+    _render_nights(str(db), str(out), todo)
     write_text_atomic(stamp_path, json.dumps(stamps))
-    return rendered
+    return len(todo)
+
+
+PARALLEL_MIN_REPORTS = 24  # below this, starting worker processes costs more than it saves
+
+
+def _render_nights(db: str, out: str, todo: list[tuple[str, bool]]) -> None:
+    """Render night reports, over a process pool when there are many (a first build of a
+    year of history); each worker opens its own read-only view of the store."""
+    workers = min(os.cpu_count() or 1, 8, max(1, len(todo) // 12))
+    if len(todo) < PARALLEL_MIN_REPORTS or workers < 2:
+        _render_chunk(db, out, todo)
+        return
+    chunks = [todo[i::workers] for i in range(workers)]
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process holding SQLite handles
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        for future in [pool.submit(_render_chunk, db, out, chunk) for chunk in chunks]:
+            future.result()  # re-raise a worker's error here
+
+
+def _render_chunk(db: str, out: str, todo: list[tuple[str, bool]]) -> int:
+    links = {"dashboard": "../index.html", "open regressions": "../regressions.html"}
+    with HistoryStore(db) as store:
+        for rid, charts in todo:
+            html = render_report(store.load_run(rid), charts=charts, links=links)
+            write_text_atomic(Path(out) / run_page(rid), html)
+    return len(todo)

@@ -178,8 +178,6 @@ def _reason(m: Any) -> str:
 
 def report_context(run: Run, baseline: Run | None = None, charts: bool = True) -> dict[str, Any]:
     """Everything the template needs; `charts=False` skips matplotlib (dashboard night pages)."""
-    from .charts import report_charts
-
     deltas, compare_warnings = compare_for_report(baseline, run) if baseline is not None else ([], [])
     verdict_counts: dict[str, int] = defaultdict(int)
     for d in deltas:
@@ -195,7 +193,7 @@ def report_context(run: Run, baseline: Run | None = None, charts: bool = True) -
         "statuses": sorted(status_counts),
         "status_counts": dict(status_counts),
         "compilers": sorted({r.case.compiler for r in run.records}),
-        "charts": report_charts(run.records) if charts else [],
+        "charts": _charts(run) if charts else [],
         "charts_omitted": not charts,
         "graph_breaks": grouped_reasons(run.records, "graph_break_reasons"),
         "recompiles": grouped_reasons(run.records, "recompile_reasons"),
@@ -206,6 +204,12 @@ def report_context(run: Run, baseline: Run | None = None, charts: bool = True) -
         "verdict_counts": dict(verdict_counts),
         "compare_warnings": compare_warnings,
     }
+
+
+def _charts(run: Run) -> list:
+    from .charts import report_charts  # matplotlib: only imported when a page has charts
+
+    return report_charts(run.records)
 
 
 def _status_rank(status: str) -> int:
