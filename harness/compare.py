@@ -292,28 +292,55 @@ def _timing_result(metric: Metric, base_groups: list[np.ndarray], head_groups: l
 
 
 def _resolve(pending: Sequence[_Pending]) -> None:
-    """Run the U tests (batched by sample sizes) and, where significant, the bootstrap CI;
-    set each pending result's verdict."""
+    """Run the U tests and, where significant, the bootstrap CIs, batched by sample sizes
+    (numpy and scipy cost about the same for one pair of arrays as for a thousand); set
+    each pending result's verdict."""
     from scipy.stats import mannwhitneyu
 
     groups: dict[tuple[int, int], list[_Pending]] = {}
     for p in pending:
         groups.setdefault((p.base.size, p.head.size), []).append(p)
     for items in groups.values():
-        pvalues = mannwhitneyu(np.stack([p.head for p in items]), np.stack([p.base for p in items]),
-                               alternative="two-sided", axis=1).pvalue
-        for p, pvalue in zip(items, np.atleast_1d(pvalues), strict=True):
-            _decide(p, float(pvalue))
+        pvalues = np.atleast_1d(mannwhitneyu(np.stack([p.head for p in items]), np.stack([p.base for p in items]),
+                                             alternative="two-sided", axis=1).pvalue)
+        significant = []
+        for p, pvalue in zip(items, pvalues, strict=True):
+            p.result.p_value = float(pvalue)
+            if pvalue < p.alpha:
+                significant.append(p)
+            else:
+                r = p.result
+                r.verdict = NOISY if (r.mdc or 0) > (r.threshold or 0) else UNCHANGED
+                r.note = f"{r.note}; change not significant (U test p={pvalue:.2g})"
+        for alpha in sorted({p.alpha for p in significant}):
+            batch = [p for p in significant if p.alpha == alpha]
+            cis = bootstrap_ratio_cis([p.head for p in batch], [p.base for p in batch], confidence=1 - alpha)
+            for p, ci in zip(batch, cis, strict=True):
+                _decide(p, ci)
 
 
-def _decide(p: _Pending, pvalue: float) -> None:
+def bootstrap_ratio_cis(numerators: Sequence[np.ndarray], denominators: Sequence[np.ndarray],
+                        confidence: float = 0.95, n_boot: int = BOOTSTRAP_RESAMPLES,
+                        seed: int = 0) -> list[tuple[float, float]]:
+    """`bootstrap_ratio_of_medians` for many pairs of equal sizes at once: (low, high) each."""
+    nn, nd = numerators[0].size, denominators[0].size
+    if min(nn, nd) <= SMALL_SAMPLE:
+        return [bootstrap_ratio_of_medians(a, b, confidence, n_boot, seed)[1:] for a, b in zip(numerators,
+                                                                                               denominators, strict=True)]
+    rng = np.random.default_rng(seed)
+    a, b = np.sort(np.stack(numerators), axis=1), np.sort(np.stack(denominators), axis=1)
+    k = a.shape[0]
+    ia = np.minimum(np.searchsorted(_median_cdf(nn), rng.random((k, n_boot))), nn - 1)
+    ib = np.minimum(np.searchsorted(_median_cdf(nd), rng.random((k, n_boot))), nd - 1)
+    ratios = np.take_along_axis(a, ia, axis=1) / np.take_along_axis(b, ib, axis=1)
+    alpha = (1 - confidence) / 2
+    lows, highs = np.quantile(ratios, [alpha, 1 - alpha], axis=1)
+    return list(zip(lows.tolist(), highs.tolist(), strict=True))
+
+
+def _decide(p: _Pending, ci: tuple[float, float]) -> None:
     r = p.result
-    r.p_value = pvalue
-    if pvalue >= p.alpha:
-        r.verdict = NOISY if (r.mdc or 0) > (r.threshold or 0) else UNCHANGED
-        r.note = f"{r.note}; change not significant (U test p={pvalue:.2g})"
-        return
-    _, low, high = bootstrap_ratio_of_medians(p.head, p.base, confidence=1 - p.alpha)
+    low, high = ci
     r.ci = (low, high)
     if low > 1.0 or high < 1.0:
         r.verdict = REGRESSION if _is_bad(r.change or 0.0, p.metric) else IMPROVEMENT

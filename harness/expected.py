@@ -15,12 +15,12 @@ was not run (CI runs the whole suite with it).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .jsonfile import read_json
 from .schema import Record, Run, RunFileError, write_json_atomic
 
 EXPECTED_FORMAT = "compilebench-expected/1"
@@ -69,12 +69,7 @@ def expected_path(run: Run, directory: str | Path | None = None) -> Path:
 
 def load_expected(path: str | Path) -> dict[str, Any]:
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ExpectedFileError(f"{path}: no expected file; create it with `compilebench expected update RUN`") from None
-    except (OSError, ValueError) as exc:
-        raise ExpectedFileError(f"{path}: unreadable expected file ({exc}); regenerate it with `expected update`") from None
+    data = read_json(path, ExpectedFileError, "expected file", "create it with `compilebench expected update RUN`")
     if not isinstance(data, dict) or data.get("format") != EXPECTED_FORMAT or not isinstance(data.get("cases"), dict):
         raise ExpectedFileError(f"{path}: not a compilebench expected file (format {EXPECTED_FORMAT!r})")
     return data

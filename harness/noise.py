@@ -15,7 +15,6 @@ file to flag verdicts on such cases as too noisy to judge.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .compare import _scalar, _timing_samples, group_records
+from .jsonfile import read_json
 from .schema import Record, Run, RunFileError, write_json_atomic
 from .thresholds import ThresholdConfig
 
@@ -99,13 +99,7 @@ def save_noise(data: dict[str, Any], path: str | Path) -> Path:
 
 def load_noise_table(path: str | Path) -> dict[str, dict[str, float]]:
     """case_id -> metric -> mdc_single, for compare's too-noisy flags."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise RunFileError(f"{path}: no such noise file; write one with `compilebench noise -o {path}`") from None
-    except (OSError, ValueError) as exc:
-        raise RunFileError(f"{path}: not a readable noise file ({exc})") from None
+    data = read_json(path, RunFileError, "noise file", f"write one with `compilebench noise -o {path}`")
     if not isinstance(data, dict) or data.get("format") != NOISE_FORMAT:
         raise RunFileError(f"{path}: not a compilebench noise file (format {NOISE_FORMAT!r} expected)")
     return {case_id: {m: s["mdc_single"] for m, s in entry.get("metrics", {}).items()}

@@ -13,13 +13,13 @@ without them only the summary survives and compare can judge no timing for that 
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import platform
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .jsonfile import read_json
 from .schema import Case, Record, Run, RunFileError, write_json_atomic
 from .stats import summarize
 
@@ -143,11 +143,6 @@ def import_data(data: Any, source: str) -> Run:
 
 
 def import_file(path: str | Path) -> Run:
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise PytestBenchmarkFileError(f"{path}: no such file") from None
-    except (OSError, ValueError) as exc:
-        raise PytestBenchmarkFileError(f"{path}: not readable JSON ({exc})") from None
+    data = read_json(path, PytestBenchmarkFileError, "pytest-benchmark JSON file",
+                     "write one with `pytest --benchmark-json FILE`")
     return import_data(data, str(path))
