@@ -1,75 +1,30 @@
 """The compilers under test: named, frozen compiler configurations.
 
 A `CompilerConfig` says *how* to turn a callable into the callable that is measured. `eager`
-is a config too, so the runner never special-cases "no compiler". Adding a config is one
-`register_compiler(CompilerConfig(...))` call; the full matrix (modes, backends, AOT paths,
-TOML files, entry points) builds on the same registry.
+is a config too, so the runner never special-cases "no compiler". Configs come from four
+places, looked up in this order by `get_compiler(name)`:
+
+1. the built-in matrix (`configs.builtin_configs`: inductor modes, aot_eager, cudagraphs,
+   fullgraph / dynamic / in-place / regional variants);
+2. `--compiler-file FILE.toml` (`load_compiler_files`);
+3. the `compilebench.compilers` entry point group (installed plugins);
+4. any backend registered with `torch._dynamo` under that name (third-party backends).
 """
 
 from __future__ import annotations
 
 import difflib
-import json
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Iterable
+from pathlib import Path
+
+from .backends import CompilerPluginError, dynamo_backend_config, load_entry_points
+from .configs import CompilerConfig, builtin_configs
+from .regional import NotApplicableError
+from .toml_loader import CompilerFileError, load_compiler_file
 
 
 class UnknownCompilerError(ValueError):
     """Raised for a compiler name that is not registered."""
-
-
-def _freeze(options: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted((options or {}).items()))
-
-
-@dataclass(frozen=True)
-class CompilerConfig:
-    """How to compile. Frozen and hashable so it can key cases and results."""
-
-    name: str
-    backend: str | None = "inductor"  # None means eager: nothing is compiled
-    mode: str | None = None
-    options: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
-    fullgraph: bool = False
-    dynamic: bool | None = None
-    description: str = ""
-
-    @property
-    def is_eager(self) -> bool:
-        return self.backend is None
-
-    def options_dict(self) -> dict[str, Any]:
-        return dict(self.options)
-
-    def compile(self, fn: Callable) -> Callable:
-        """Wrap `fn` (a module or a function) the way this config says. Lazy: nothing is
-        compiled until the first call, which is what the worker times as cold compile."""
-        if self.is_eager:
-            return fn
-        import torch
-
-        kwargs: dict[str, Any] = {"backend": self.backend, "fullgraph": self.fullgraph, "dynamic": self.dynamic}
-        if self.mode is not None:
-            kwargs["mode"] = self.mode
-        if self.options:
-            kwargs["options"] = self.options_dict()
-        return torch.compile(fn, **kwargs)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["options"] = self.options_dict()
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CompilerConfig:
-        data = dict(data)
-        data["options"] = _freeze(data.get("options"))
-        return cls(**data)
-
-    def fingerprint(self) -> str:
-        """Stable string of everything that changes what is compiled (for run metadata)."""
-        return json.dumps(self.to_dict(), sort_keys=True, default=str)
 
 
 COMPILERS: dict[str, CompilerConfig] = {}
@@ -82,16 +37,38 @@ def register_compiler(config: CompilerConfig, *, replace: bool = False) -> Compi
     return config
 
 
+def load_compiler_files(paths: Iterable[str | Path]) -> list[str]:
+    """Register the configs of each TOML file (a file may redefine a built-in name on
+    purpose, e.g. to change its options); returns the names registered."""
+    names: list[str] = []
+    for path in paths:
+        for config in load_compiler_file(path):
+            register_compiler(config, replace=True)
+            names.append(config.name)
+    return names
+
+
 def get_compiler(name: str) -> CompilerConfig:
-    try:
+    if name in COMPILERS:
         return COMPILERS[name]
-    except KeyError:
-        close = difflib.get_close_matches(name, COMPILERS, n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise UnknownCompilerError(
-            f"unknown compiler {name!r}{hint}; `compilebench list` shows the registered compilers"
-        ) from None
+    load_entry_points(register_compiler)
+    if name in COMPILERS:
+        return COMPILERS[name]
+    config = dynamo_backend_config(name)
+    if config is not None:
+        return register_compiler(config)
+    close = difflib.get_close_matches(name, COMPILERS, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    raise UnknownCompilerError(
+        f"unknown compiler {name!r}{hint}; `compilebench list` shows the registered compilers, "
+        "--compiler-file FILE.toml adds your own, and any torch._dynamo backend name works"
+    )
 
 
-register_compiler(CompilerConfig("eager", backend=None, description="no compilation: the eager baseline"))
-register_compiler(CompilerConfig("inductor", description="torch.compile default mode (TorchInductor)"))
+for _config in builtin_configs():
+    register_compiler(_config)
+
+__all__ = [
+    "COMPILERS", "CompilerConfig", "CompilerFileError", "CompilerPluginError", "NotApplicableError",
+    "UnknownCompilerError", "get_compiler", "load_compiler_files", "register_compiler",
+]

@@ -25,7 +25,7 @@ class CliError(Exception):
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from compiler import UnknownCompilerError
+    from compiler import CompilerFileError, CompilerPluginError, UnknownCompilerError
     from suites import UnknownSuiteError
     from suites.distributed import DistributedError
 
@@ -39,7 +39,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from .thresholds import ThresholdConfigError
     from .workloads import UnknownWorkloadError, WorkloadFileError
 
-    return (CliError, UnknownCompilerError, UnknownSuiteError, UnknownDeviceError, PlanError, UnknownScenarioError,
+    return (CliError, UnknownCompilerError, CompilerFileError, CompilerPluginError, UnknownSuiteError, UnknownDeviceError, PlanError, UnknownScenarioError,
             RunFileError, UnknownWorkloadError, WorkloadFileError, ResumeError, ShardError, GpuPlanError,
             DistributedError, ThresholdConfigError)
 
@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list", help="list suites, workloads, scenarios, compilers and devices present here")
     p.add_argument("--workload-file", action="append", default=[], help="also load workloads from this .py file")
+    p.add_argument("--compiler-file", action="append", default=[], help="also load named compiler configs from this TOML file")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("run", help="run a suite or workloads; writes results/runs/<run_id>.json",
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", help="named suite (see `compilebench list`), e.g. smoke")
     p.add_argument("--workload", "-w", action="append", help="workload name (repeatable or comma list)")
     p.add_argument("--workload-file", action="append", default=[], help="load @workload factories from this .py file")
+    p.add_argument("--compiler-file", action="append", default=[], help="load named compiler configs from this TOML file")
     p.add_argument("--scenario", action="append", help="scenario(s), e.g. forward,train (default: the workload's)")
     p.add_argument("--compiler", "-c", action="append", help="compiler config name(s) (default: the suite's, else inductor)")
     p.add_argument("--device", action="append", help="cpu, cuda, cuda:1 or auto (default: the suite's, else cpu)")
@@ -110,7 +112,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from compiler import COMPILERS
+    from compiler import COMPILERS, load_compiler_files
     from suites import SUITES
 
     from .devices import DEVICE_TYPES, present_devices
@@ -119,6 +121,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from .workloads import WORKLOADS
 
     load_registries(args.workload_file)
+    load_compiler_files(args.compiler_file)
     console = Console()
     t = Table(title="suites")
     t.add_column("name"), t.add_column("description"), t.add_column("workloads")
@@ -181,6 +184,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .runner import RunOptions, execute, resume, summarize_statuses
 
     _check_run_args(args)
+    from compiler import load_compiler_files
+
+    load_compiler_files(args.compiler_file)  # workers get each config as data in their spec
 
     opts = RunOptions(
         suite=args.suite,
@@ -207,11 +213,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not opts.suite and not opts.devices:
         opts.devices = ["cpu"]
     console = make_console()
+    progress = ProgressPrinter()
     try:
-        run = resume(args.resume, args.out, ProgressPrinter()) if args.resume else execute(opts, ProgressPrinter())
+        run = resume(args.resume, args.out, progress) if args.resume else execute(opts, progress)
     except KeyboardInterrupt:
+        progress.close()
         console.print("interrupted: finished cases were saved", style="yellow")
         return EXIT_INTERRUPTED
+    finally:
+        progress.close()
     console.print(results_table(run))
     print_failures(console, run)
     counts = summarize_statuses(run.records)

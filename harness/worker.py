@@ -127,7 +127,7 @@ def classify_exception(exc: BaseException, phase: str) -> str:
     name = type(exc).__name__
     if isinstance(exc, MemoryError) or "OutOfMemory" in name or "out of memory" in str(exc).lower()[:2000]:
         return "oom"
-    if isinstance(exc, CaseSkipped):
+    if _is_skip(exc):
         return "skipped"
     module = type(exc).__module__ or ""
     if phase in COMPILE_PHASES or module.startswith(("torch._dynamo", "torch._inductor")):
@@ -189,6 +189,13 @@ def run_case(spec: dict[str, Any], clock: Clock = time.perf_counter_ns) -> Recor
         avail = device.availability()
         if not avail.available:
             raise CaseSkipped(avail.reason)
+        unsupported = compiler.unsupported_reason(device.type)
+        if unsupported:
+            raise CaseSkipped(unsupported)
+        # heavy imports belong to setup, not to the build time of the model
+        import torch._dynamo  # noqa: F401
+        if not compiler.is_eager and compiler.backend == "inductor":
+            import torch._inductor.compile_fx  # noqa: F401
         _import_workloads(spec)
         wl = get_workload(case.workload)
         scenario_fn = get_scenario(case.scenario)
@@ -270,6 +277,7 @@ def run_case(spec: dict[str, Any], clock: Clock = time.perf_counter_ns) -> Recor
         if observer is not None:
             snap = observer.snapshot()
             _fill_compile_metrics(record, snap, first_snapshot, warm_snapshot)
+            _fill_compiler_effects(record, compiler, device.type, built.model)
         phase = enter("done")
         _fill_derived_metrics(record, prepared, policy)
         record.metrics.update(prepared.metrics)
@@ -292,7 +300,7 @@ def run_case(spec: dict[str, Any], clock: Clock = time.perf_counter_ns) -> Recor
             raise
         record.status = classify_exception(exc, phase)
         record.error = error_dict(exc, phase)
-        if isinstance(exc, CaseSkipped):
+        if _is_skip(exc):
             record.error = {"type": "Skipped", "message": str(exc), "traceback": "", "phase": phase}
     return record
 
@@ -313,6 +321,23 @@ def _fill_compile_metrics(record: Record, snap: dict[str, Any], first: dict[str,
     record.recompile_reasons = snap["recompile_reasons"]
     if snap["cudagraph_skips"]:
         record.notes.append(f"CUDA graphs were skipped {snap['cudagraph_skips']} time(s): the mode's cudagraph effect did not apply")
+
+
+def _is_skip(exc: BaseException) -> bool:
+    from compiler import NotApplicableError  # a config that cannot apply to this model
+
+    return isinstance(exc, (CaseSkipped, NotApplicableError))
+
+
+def _fill_compiler_effects(record: Record, compiler: CompilerConfig, device_type: str, model: Any) -> None:
+    """Autotune counts and notes for modes that did less than their name says here."""
+    import torch._dynamo.utils as dutils
+
+    from compiler.effects import describe_effects
+
+    metrics, notes = describe_effects(compiler, device_type, dutils.counters.get("inductor", {}), model)
+    record.metrics.update(metrics)
+    record.notes.extend(notes)
 
 
 def _fill_derived_metrics(record: Record, prepared: Any, policy: StopPolicy) -> None:
