@@ -108,6 +108,16 @@ class Journal:
     def append(self, record: Record) -> None:
         self._write({"kind": "record", "record": record.to_dict()})
 
+    def recorded(self, cases: list[Case], fallback: list[Record]) -> list[Record]:
+        """The journaled records in plan order. After an interrupt the run file is made to hold
+        exactly what the journal holds: Ctrl-C can land between the journal append and the
+        in-memory one, and the journal is what --resume trusts."""
+        try:
+            records = read_journal(self.path).records
+        except RunFileError:
+            return fallback
+        return [records[c.case_id] for c in cases if c.case_id in records]
+
     def note_resume(self, entry: dict[str, Any]) -> None:
         """Journal a resume, so a run interrupted twice still lists both resumes."""
         self._write({"kind": "resume", **entry})

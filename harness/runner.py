@@ -399,6 +399,7 @@ def _run_cases(run: Run, cases: list[Case], opts: RunOptions, journal: Journal, 
             pool.cancel()
             kill_live_workers()
         run.config["interrupted"] = True
+        run.records = journal.recorded(cases, run.records)  # the signal may land between the two appends
         journal.close()  # kept: `compilebench run --resume` finishes the run from it
         _finish(run, opts, started)
         raise

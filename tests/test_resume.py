@@ -233,3 +233,21 @@ def test_sigkill_loses_only_the_case_in_flight_and_resume_finishes(tmp_path):
     assert run.config["resumed"][0]["cases_from_journal"] == len(before.records)
     assert not journal.exists()
     assert json.loads((out / "runs" / f"{before.run_id}.json").read_text())["config"]["interrupted"] is False
+
+
+def test_ctrl_c_between_journal_and_memory_keeps_them_in_agreement(tmp_path, monkeypatch):
+    """The race a real SIGINT hit: the record is journaled, the signal lands before the
+    in-memory append. The interrupted run file must still hold it."""
+    original = Journal.append
+
+    def append_then_interrupt(self, record):
+        original(self, record)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run_worker", FakeWorker())
+    monkeypatch.setattr(Journal, "append", append_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        runner.execute(_opts(tmp_path), environment=FAKE_ENV)
+    run = load_run(next((tmp_path / "runs").glob("*.json")))
+    assert [r.case_id for r in run.records] == list(read_journal(journal_path(tmp_path, run.run_id)).records)
+    assert len(run.records) == 1
