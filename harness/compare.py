@@ -139,27 +139,40 @@ def _jsonable(obj: Any) -> Any:
 
 # ---------------------------------------------------------------- sample extraction
 
+def _dict(value: Any) -> Mapping[str, Any]:
+    """A record field that should be a mapping; anything else (a damaged or foreign run
+    file) reads as empty, so compare judges what it can instead of crashing."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _samples(block: Any) -> np.ndarray:
+    """Finite, positive per-call samples of a variant block (empty when there are none)."""
+    raw = _dict(block).get("samples_s")
+    if not isinstance(raw, (list, tuple)):
+        return np.empty(0)
+    values = [float(v) for v in raw if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    a = np.asarray(values, dtype=float)
+    return a[np.isfinite(a) & (a > 0)] if a.size else a
+
+
 def _timing_samples(record: Record, metric: str) -> np.ndarray | None:
-    eager = (record.eager or {}).get("samples_s") or []
-    compiled = (record.compiled or {}).get("samples_s") or []
+    eager, compiled = _samples(record.eager), _samples(record.compiled)
     if metric == "latency":
-        samples = compiled or eager
-        return np.asarray(samples, dtype=float) if samples else None
+        samples = compiled if compiled.size else eager
+        return samples if samples.size else None
     # speedup: paired per-round ratios (the worker interleaves eager and compiled rounds)
-    if not eager or not compiled:
+    if not eager.size or not compiled.size:
         return None
-    n = min(len(eager), len(compiled))
-    e, c = np.asarray(eager[:n], dtype=float), np.asarray(compiled[:n], dtype=float)
-    ok = c > 0
-    return e[ok] / c[ok] if ok.any() else None
+    n = min(eager.size, compiled.size)
+    return eager[:n] / compiled[:n]
 
 
 def _scalar(record: Record, metric: str) -> float | None:
-    m = record.metrics or {}
+    m = _dict(record.metrics)
     if metric == "compile_time":
         value = m.get("compile_time_s")
     elif metric == "peak_memory":
-        value = (record.compiled or record.eager or {}).get("peak_memory_bytes")
+        value = _dict(record.compiled or record.eager).get("peak_memory_bytes")
     else:
         value = m.get(metric)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -168,8 +181,8 @@ def _scalar(record: Record, metric: str) -> float | None:
 
 
 def _accuracy(record: Record) -> str | None:
-    acc = (record.metrics or {}).get("accuracy") or {}
-    return acc.get("status")
+    status = _dict(_dict(record.metrics).get("accuracy")).get("status")
+    return status if isinstance(status, str) else None
 
 
 # ---------------------------------------------------------------- statistics
@@ -486,8 +499,8 @@ def group_records(runs: Sequence[Run]) -> dict[str, list[Record]]:
 
 def _env_field(env: Mapping[str, Any], name: str) -> Any:
     if name == "device names":
-        devices = env.get("devices") or {}
-        return sorted(str(d.get("name")) for d in devices.values() if isinstance(d, dict) and d.get("name")) or None
+        devices = _dict(env.get("devices"))
+        return sorted(str(d.get("name")) for d in devices.values() if isinstance(d, Mapping) and d.get("name")) or None
     value: Any = env
     for part in name.split("."):
         value = value.get(part) if isinstance(value, Mapping) else None

@@ -91,7 +91,7 @@ class ThresholdConfig:
     def for_case(self, case_id: str, workload: str = "", suite: str = "") -> Thresholds:
         values = dict(self.defaults)
         alpha = self.alpha
-        for layer in (self.suites.get(suite), self.workloads.get(workload), self.cases.get(case_id)):
+        for layer in (self.suites.get(str(suite)), self.workloads.get(str(workload)), self.cases.get(str(case_id))):
             if layer:
                 alpha = layer.get("alpha", alpha)
                 values.update({k: v for k, v in layer.items() if k != "alpha"})
