@@ -84,3 +84,28 @@ def test_pytest_benchmark_path(real_runs, tmp_path):
     cmp = compare_runs([base], [run], metrics=["graph_breaks", "recompiles", "accuracy"])
     forward = next(c for c in cmp.cases if c.case_id.startswith("mlp-classic/forward"))
     assert forward.verdict == "unchanged"
+
+
+@pytest.mark.slow
+def test_real_ab_session_then_noise(tmp_path):
+    """`ab` with the same Python on both sides (an A/A) through the real runner: one round,
+    side order, run files per side-round, a comparison, then `noise` over the session."""
+    out, verdict = tmp_path / "results", tmp_path / "ab.json"
+    rc = main(["ab", "--base-python", sys.executable, "--head-python", sys.executable, "-w", "mlp-classic",
+               "--scenario", "forward", "--rounds", "1", "--min-time", "0.1", "--min-samples", "10",
+               "--head-env", "COMPILEBENCH_AB_SIDE=head", "--out", str(out), "--json", str(verdict)])
+    assert rc in (0, 1)  # an A/A on a shared machine may still trip a 5% threshold: data, not a crash
+    (session,) = list((out / "ab").iterdir())
+    base_files, head_files = sorted((session / "base").glob("*.json")), sorted((session / "head").glob("*.json"))
+    assert len(base_files) == len(head_files) == 1
+    head = json.loads(head_files[0].read_text())
+    record = head["records"][0]
+    assert record["status"] == "ok" and record["worker"]["ab_side"] == "head" and record["worker"]["ab_round"] == 0
+    assert head["config"]["ab"]["env"] == {"COMPILEBENCH_AB_SIDE": "head"}
+    data = json.loads(verdict.read_text())
+    assert [c["case_id"] for c in data["cases"]] == ["mlp-classic/forward/inductor/cpu/float32/bs16/tiny"]
+    assert {m["metric"] for m in data["cases"][0]["metrics"]} >= {"speedup", "latency", "graph_breaks"}
+    noise = tmp_path / "noise.json"
+    assert main(["noise", "--from-runs", str(session), "-o", str(noise)]) == 0
+    stats = json.loads(noise.read_text())["cases"]["mlp-classic/forward/inductor/cpu/float32/bs16/tiny"]
+    assert stats["metrics"]["latency"]["n_processes"] == 2

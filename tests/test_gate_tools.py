@@ -230,3 +230,14 @@ def test_workflows_validate_against_the_github_schema():
     cmd = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", *files]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_compare_run_ids_from_the_history_store(tmp_path):
+    """A run id that has no run file left is loaded from OUT/history.sqlite."""
+    from harness.store import HistoryStore
+
+    with HistoryStore(tmp_path / "history.sqlite") as store:
+        store.ingest(synthetic_run(2, 1, run_id="stored-base"))
+        store.ingest(synthetic_run(2, 2, run_id="stored-head", slowdown=0.3))
+    assert main(["compare", "stored-base", "stored-head", "--out", str(tmp_path)]) == 1
+    assert main(["compare", "stored-base", "nope", "--out", str(tmp_path)]) == 2
