@@ -172,6 +172,9 @@ def render(cmp: Comparison, args: argparse.Namespace) -> int:
     for warning in cmp.warnings:
         console.print(f"WARNING: {warning}", style="bold yellow", highlight=False)
     console.print(terminal_table(cmp, show_all=args.all))
+    for case in cmp.cases:
+        for flag in case.flags:
+            console.print(f"too noisy to judge: {case.case_id}: {flag}", style="yellow", highlight=False, markup=False)
     console.print(headline(cmp, failing), style="bold red" if failing else "bold green", highlight=False)
     if args.markdown:
         _write(args.markdown, markdown(cmp, failing, title=f"compilebench {args.command}"))

@@ -241,3 +241,11 @@ def test_compare_run_ids_from_the_history_store(tmp_path):
         store.ingest(synthetic_run(2, 2, run_id="stored-head", slowdown=0.3))
     assert main(["compare", "stored-base", "stored-head", "--out", str(tmp_path)]) == 1
     assert main(["compare", "stored-base", "nope", "--out", str(tmp_path)]) == 2
+
+
+def test_terminal_output_names_too_noisy_cases(tmp_path, capsys):
+    save_run(synthetic_run(1, 1, run_id="a"), tmp_path / "a.json")
+    save_run(synthetic_run(1, 2, run_id="b"), tmp_path / "b.json")
+    noise = save_noise(analyze_noise(_aa_runs(8, 0.15), rounds=4), tmp_path / "noise.json")
+    assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--noise", str(noise)]) == 0
+    assert "too noisy to judge: synth0/forward/inductor/cpu/float32/bs8/tiny: latency" in capsys.readouterr().out
