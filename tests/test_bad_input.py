@@ -168,3 +168,12 @@ def test_real_entry_point_exit_code_and_one_line(tmp_path):
 def test_show_of_old_v1_run_works(capsys):
     assert cli.main(["show", str(V1_RUN)]) == cli.EXIT_OK
     assert "mlp-classic" in capsys.readouterr().out
+
+
+def test_bad_thresholds_through_compare_cli(capsys, tmp_path):
+    bad = tmp_path / "thresholds.toml"
+    bad.write_text('[defaults]\nlatency = "fast"\n')
+    line = _usage_error(capsys, ["compare", str(V1_RUN), str(V1_RUN), "--thresholds", str(bad)])
+    assert str(bad) in line and "not a threshold" in line
+    line = _usage_error(capsys, ["compare", str(V1_RUN), str(tmp_path / "missing.json")])
+    assert "missing.json" in line
