@@ -283,12 +283,21 @@ def _record_from_outcome(case: Case, out_path: Path, rc: int | None, timed_out: 
                                           "traceback": logs.get("stderr", "")[-4000:], "phase": "unknown"})
 
 
+def modules_for(workload_name: str) -> list[str]:
+    """Only the suite module that defines the workload: importing every suite (transformers,
+    diffusers) costs each worker seconds that a tiny MLP case should not pay."""
+    from .workloads import WORKLOADS
+
+    source = WORKLOADS[workload_name].source if workload_name in WORKLOADS else ""
+    return [source] if source in workload_modules() else workload_modules()
+
+
 def make_spec(case: Case, opts: RunOptions, policy: dict[str, Any], isa_cache_dir: str) -> dict[str, Any]:
     return {
         "case": case.to_dict(),
         "compiler": get_compiler(case.compiler).to_dict(),
         "policy": policy,
-        "workload_modules": workload_modules(),
+        "workload_modules": modules_for(case.workload),
         "workload_files": [str(Path(p).resolve()) for p in opts.workload_files],
         "isa_cache_dir": isa_cache_dir,
         "seed": 0,

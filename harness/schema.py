@@ -203,11 +203,19 @@ def write_json_atomic(path: str | Path, data: Any) -> Path:
             json.dump(data, fh, indent=1, sort_keys=False, allow_nan=False, default=str)
             fh.flush()
             os.fsync(fh.fileno())
+        _readable(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _readable(path: str) -> None:
+    """mkstemp creates 0600 files; results and reports are meant to be shared (umask decides)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
 
 
 def save_run(run: Run, path: str | Path) -> Path:
@@ -300,6 +308,7 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
+        _readable(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
