@@ -47,8 +47,8 @@ TRAIN_SCENARIOS = INFERENCE_SCENARIOS + ("llm-train",)
 
 # Defaults per size: what people benchmark on a GPU (1 x 512 prompt), tiny on a CPU.
 DEFAULT_OPTIONS: dict[str, dict[str, int]] = {
-    "tiny": {"prompt_len": 32, "new_tokens": 16},
-    "full": {"prompt_len": 512, "new_tokens": 128},
+    "tiny": {"prompt_len": 32, "new_tokens": 8},
+    "full": {"prompt_len": 512, "new_tokens": 64},
 }
 KNOWN_OPTIONS = ("prompt_len", "new_tokens", "weights")
 
@@ -235,9 +235,9 @@ class TokenClock:
                 continue
             if self.events:
                 marks[-1].synchronize()
-                out.append([a.elapsed_time(b) / 1e3 for a, b in zip(marks, marks[1:])])
+                out.append([a.elapsed_time(b) / 1e3 for a, b in zip(marks, marks[1:], strict=False)])
             else:
-                out.append([(b - a) / 1e9 for a, b in zip(marks, marks[1:])])
+                out.append([(b - a) / 1e9 for a, b in zip(marks, marks[1:], strict=False)])
         return out
 
 
@@ -794,7 +794,7 @@ extend_suite(
 register_suite(
     Suite(
         "llm",
-        "full-size LLMs on one GPU in bf16: prefill (1x512), decode (bs 1, 128 tokens), generate, "
+        "full-size LLMs on one GPU in bf16: prefill (1x512), decode (bs 1, 64 tokens), generate, "
         "train for GPT-2/Qwen2.5-0.5B; eager vs inductor vs reduce-overhead",
         entries=(
             SuiteEntry(workloads=tuple(f.name for f in FAMILIES), scenarios=INFERENCE_SCENARIOS,
