@@ -1,8 +1,9 @@
 """Report charts: matplotlib figures serialised to inline SVG.
 
 Text is emitted as SVG <text> (not glyph paths) so the files stay small and matplotlib
-XML-escapes every label, and mathtext is off so a `$` in a workload name is just a dollar
-sign, never a parse error. Big runs are capped to the rows people look at first (the
+XML-escapes every label. Every label that comes from data goes through `plain()`, which
+escapes `$`, so a dollar sign in a workload name is a dollar sign, never mathtext (mathtext
+stays on for matplotlib's own log-axis tick labels). Big runs are capped to the rows people look at first (the
 lowest speedups) and the chart says so: the case table always has every row.
 """
 
@@ -15,13 +16,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from .schema import Record  # noqa: E402
 
-_RC = {"svg.fonttype": "none", "text.parse_math": False, "svg.hashsalt": "compilebench", "font.size": 9}
+_RC = {"svg.fonttype": "none", "svg.hashsalt": "compilebench", "font.size": 9}
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 # boxplot's `vert` is deprecated from matplotlib 3.10 on, `orientation` does not exist before it
 _HORIZONTAL = {"orientation": "horizontal"} if tuple(map(int, matplotlib.__version__.split(".")[:2])) >= (3, 10) else {"vert": False}
@@ -50,6 +52,11 @@ def figure_svg(fig) -> str:
     return svg[svg.index("<svg"):]
 
 
+def plain(text: str) -> str:
+    """A data string as literal text for matplotlib (no mathtext)."""
+    return str(text).replace("$", r"\$")
+
+
 def workload_key(r: Record) -> str:
     """The case key without the compiler: the row on which compilers are grouped."""
     c = r.case
@@ -68,6 +75,16 @@ def _cap_rows(keys: list[str], worst_first: dict[str, float], limit: int) -> tup
         return keys, ""
     kept = set(sorted(keys, key=lambda k: worst_first.get(k, float("inf")))[:limit])
     return [k for k in keys if k in kept], f"showing the {limit} lowest-speedup of {len(keys)} rows; the table has all"
+
+
+def _log_axis(axis, suffix: str) -> None:
+    """Log scale with plain tick labels at 1-2-5 steps ("0.5x", "2s") instead of 10^k mathtext."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.axes.set_xscale("log")
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}{suffix}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _lowest_speedup_cases(rows: Sequence[Record], limit: int) -> tuple[list[Record], str]:
@@ -103,10 +120,10 @@ def speedup_bars(records: Sequence[Record]) -> Chart | None:
                 vals.append(v)
                 lo.append(max(0.0, v - (r.metrics.get("speedup_ci_low") or v)))
                 hi.append(max(0.0, (r.metrics.get("speedup_ci_high") or v) - v))
-            ax.barh(ys, vals, height=height, xerr=[lo, hi], color=color, capsize=2, label=compiler,
+            ax.barh(ys, vals, height=height, xerr=[lo, hi], color=color, capsize=2, label=plain(compiler),
                     error_kw={"elinewidth": 0.8})
         ax.axvline(1.0, color="black", linewidth=0.8)
-        ax.set_yticks(range(len(keys)), keys, fontsize=7)
+        ax.set_yticks(range(len(keys)), [plain(k) for k in keys], fontsize=7)
         ax.invert_yaxis()
         ax.set_xlabel("speedup over eager (ratio of medians, 95% CI); right of the line = faster")
         ax.legend(loc="lower right", fontsize=7, title="compiler")
@@ -125,10 +142,10 @@ def compile_vs_speedup(records: Sequence[Record]) -> Chart | None:
         for compiler, color in colors.items():
             mine = [r for r in pts if r.case.compiler == compiler]
             ax.scatter([r.metrics["compile_time_s"] for r in mine], [r.metrics["speedup"] for r in mine],
-                       color=color, label=compiler, s=18, alpha=0.8)
+                       color=color, label=plain(compiler), s=18, alpha=0.8)
         ax.axhline(1.0, color="black", linewidth=0.8)
-        ax.set_xscale("log")
-        ax.set_xlabel("cold compile time (s, log scale)")
+        _log_axis(ax.xaxis, "s")
+        ax.set_xlabel("cold compile time (log scale)")
         ax.set_ylabel("speedup over eager")
         ax.legend(fontsize=7, title="compiler")
         fig.tight_layout()
@@ -152,16 +169,18 @@ def peak_memory(records: Sequence[Record]) -> Chart | None:
         ax.barh([i + 0.2 for i in idx], [by_id[k].compiled["peak_memory_bytes"] / mib for k in keys], height=0.4,
                 color="#1f77b4", label="compiled")
         kinds = sorted({str(by_id[k].eager.get("memory_kind", "")) for k in keys} - {""})
-        ax.set_yticks(list(idx), keys, fontsize=7)
+        ax.set_yticks(list(idx), [plain(k) for k in keys], fontsize=7)
         ax.invert_yaxis()
-        ax.set_xlabel("peak memory (MiB)" + (f" [{', '.join(kinds)}]" if kinds else ""))
+        ax.set_xlabel(plain("peak memory (MiB)" + (f" [{', '.join(kinds)}]" if kinds else "")))
         ax.legend(fontsize=7)
         fig.tight_layout()
         return Chart("memory", "Peak memory, eager vs compiled", figure_svg(fig), note)
 
 
 def latency_distributions(records: Sequence[Record]) -> Chart | None:
-    """Box plots of the raw per-call samples, eager vs compiled, per case (log x)."""
+    """Box plots of the raw per-call samples, eager vs compiled, per case. Each case is scaled
+    by its own eager median so cases microseconds and seconds apart share one axis; the
+    table has the absolute latencies."""
     rows = [r for r in records if (r.eager or {}).get("samples_s") and (r.compiled or {}).get("samples_s")]
     if not rows:
         return None
@@ -171,17 +190,20 @@ def latency_distributions(records: Sequence[Record]) -> Chart | None:
         data, positions, colors = [], [], []
         for i, r in enumerate(kept):
             # samples_s are already per call (the timer divides by its inner loop count)
-            data += [r.eager["samples_s"], r.compiled["samples_s"]]
+            scale = float(np.median(r.eager["samples_s"])) or 1.0
+            data += [np.asarray(r.eager["samples_s"]) / scale, np.asarray(r.compiled["samples_s"]) / scale]
             positions += [i - 0.2, i + 0.2]
             colors += ["#9e9e9e", "#1f77b4"]
         fig, ax = plt.subplots(figsize=(9, max(2.0, 0.35 * len(keys) + 1.3)))
-        box = ax.boxplot(data, positions=positions, widths=0.35, patch_artist=True, showfliers=False, **_HORIZONTAL)
+        box = ax.boxplot(data, positions=positions, widths=0.35, patch_artist=True, showfliers=False,
+                         medianprops={"color": "black"}, **_HORIZONTAL)
         for patch, color in zip(box["boxes"], colors, strict=True):
             patch.set_facecolor(color)
-        ax.set_yticks(range(len(keys)), keys, fontsize=7)
+        ax.axvline(1.0, color="black", linewidth=0.6, linestyle=":")
+        ax.set_yticks(range(len(keys)), [plain(k) for k in keys], fontsize=7)
         ax.invert_yaxis()
-        ax.set_xscale("log")
-        ax.set_xlabel("latency per call (s, log scale); grey = eager, blue = compiled; whiskers 1.5 IQR")
+        _log_axis(ax.xaxis, "x")
+        ax.set_xlabel("latency per call / the case's eager median (log); grey = eager, blue = compiled")
         fig.tight_layout()
         return Chart("latency", "Latency distributions (raw samples)", figure_svg(fig), note)
 
