@@ -126,7 +126,7 @@ def speedup_bars(records: Sequence[Record]) -> Chart | None:
         ax.set_yticks(range(len(keys)), [plain(k) for k in keys], fontsize=7)
         ax.invert_yaxis()
         ax.set_xlabel("speedup over eager (ratio of medians, 95% CI); right of the line = faster")
-        ax.legend(loc="lower right", fontsize=7, title="compiler")
+        ax.legend(loc="best", fontsize=7, title="compiler")
         fig.tight_layout()
         return Chart("speedup", "Speedup per workload", figure_svg(fig), note)
 
