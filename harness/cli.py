@@ -17,7 +17,7 @@ from pathlib import Path
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 # feature modules that add subcommands: each has register(subparsers)
-COMMAND_MODULES: list[str] = ["harness.cli_report", "harness.cli_scale", "harness.cli_compare"]
+COMMAND_MODULES: list[str] = ["harness.cli_report", "harness.cli_scale", "harness.cli_compare", "harness.cli_lifecycle"]
 
 
 class CliError(Exception):
@@ -29,6 +29,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from suites import UnknownSuiteError
     from suites.distributed import DistributedError
 
+    from .cli_lifecycle import LifecycleError
     from .devices import UnknownDeviceError
     from .journal import ResumeError
     from .multigpu import GpuPlanError
@@ -39,7 +40,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from .thresholds import ThresholdConfigError
     from .workloads import UnknownWorkloadError, WorkloadFileError
 
-    return (CliError, UnknownCompilerError, CompilerFileError, CompilerPluginError, UnknownSuiteError, UnknownDeviceError, PlanError, UnknownScenarioError,
+    return (CliError, UnknownCompilerError, CompilerFileError, CompilerPluginError, LifecycleError, UnknownSuiteError, UnknownDeviceError, PlanError, UnknownScenarioError,
             RunFileError, UnknownWorkloadError, WorkloadFileError, ResumeError, ShardError, GpuPlanError,
             DistributedError, ThresholdConfigError)
 
