@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.compare import REGRESSION, compare_runs  # noqa: E402
 from harness.runner import RunOptions, default_cache_root, make_spec, plan_cases, run_worker  # noqa: E402
-from harness.schema import Record, Run  # noqa: E402
+from harness.schema import Record, Run, save_run  # noqa: E402
 from harness.timing import StopPolicy  # noqa: E402
 
 WORKLOAD_FILE = str(ROOT / "benchmarks" / "gate_workloads.py")
@@ -55,6 +55,9 @@ def load_average() -> str:
         return "?"
 
 
+SAVE_DIR: Path | None = None  # run files of every process, so a verdict can be re-checked later
+
+
 def one_process(case, opts: RunOptions, policy: dict[str, Any], fraction: float, env: dict[str, Any],
                 label: str) -> Run:
     spec = make_spec(case, opts, policy, str(default_cache_root() / "isa-probe"))
@@ -63,7 +66,10 @@ def one_process(case, opts: RunOptions, policy: dict[str, Any], fraction: float,
     extra = {EXTRA_WORK_ENV: str(fraction), "OMP_NUM_THREADS": "1"}
     record: Record = run_worker(case, spec, 900.0, extra_env=extra)
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    return Run(label, now, label, env, {"suite": "gate-proof", "extra_work": fraction}, [record])
+    run = Run(label, now, label, env, {"suite": "gate-proof", "extra_work": fraction}, [record])
+    if SAVE_DIR is not None:
+        save_run(run, SAVE_DIR / f"{label}.json")
+    return run
 
 
 def judge(base: Run, head: Run) -> dict[str, Any]:
@@ -157,11 +163,15 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--levels", default="0.15", help="extra-work fractions run every round")
     parser.add_argument("--sweep", default="0.075,0.10", help="smaller fractions, run in the first --sweep-rounds")
-    parser.add_argument("--sweep-rounds", type=int, default=5)
+    parser.add_argument("--sweep-rounds", type=int, default=3)
     parser.add_argument("--workload", default="gate-mlp-deep", help="gate-mlp-deep or gate-mlp-classic")
     parser.add_argument("--skip-real", action="store_true", help="only the 1,000-case decision timing")
     parser.add_argument("--json", help="write all results here")
+    parser.add_argument("--save-runs", default=str(ROOT / "results" / "gate-proof"),
+                        help="folder for every process's run file (compare them again with `compilebench compare`)")
     args = parser.parse_args()
+    global SAVE_DIR
+    SAVE_DIR = Path(args.save_runs) / _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     levels = [float(x) for x in args.levels.split(",") if x]
     sweep = [float(x) for x in args.sweep.split(",") if x]
     print(f"machine: {os.cpu_count()} CPUs, load average {load_average()} (other processes share these cores)")
@@ -188,7 +198,7 @@ def main() -> int:
                 reliable.append(float(level))
         print(f"smallest extra work flagged in every comparison: {min(reliable):.0%}" if reliable
               else "no level was flagged in every comparison")
-        print(f"real phase wall time: {real['wall_s']:.0f} s, load average now {load_average()}")
+        print(f"real phase wall time: {real['wall_s']:.0f} s, load average now {load_average()}; run files in {SAVE_DIR}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, default=str))
     return 0

@@ -41,6 +41,7 @@ DEFAULT_FAIL_ON = (REGRESSION, NOW_FAILING)
 MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST = 4
 BOOTSTRAP_RESAMPLES = 1000
 SMALL_SAMPLE = 64  # below this, bootstrap by plain resampling
+DRIFT_SHARE = 0.5  # eager moving by this share of a latency change explains it as drift
 
 # environment fields that make a comparison meaningless when they differ
 HARDWARE_FIELDS = ("machine", "cpu_model", "device names")
@@ -97,6 +98,8 @@ class CaseResult:
     metrics: list[MetricResult] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
     error: str = ""
+    # eager median change in the same processes: the machine's drift (None: not measurable)
+    eager_change: float | None = None
 
     def metric(self, name: str) -> MetricResult | None:
         return next((m for m in self.metrics if m.metric == name), None)
@@ -463,10 +466,41 @@ def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds
             result.metrics.append(mr)
         if p is not None:
             pending.append(p)
+    result.eager_change = _eager_drift(base, head)
     return result, pending
 
 
+def _eager_drift(base: list[Record], head: list[Record]) -> float | None:
+    """How much the eager baseline moved between the base and head processes. Eager runs
+    the same code on both sides of a compiler A/B, so this is the machine, not the change
+    under test. Only for one-process-per-side compares of compiled cases (with more
+    processes the per-process test carries the between-process noise itself)."""
+    if min(len(base), len(head)) >= MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST:
+        return None
+    if not all(_samples(r.compiled).size for r in base + head):
+        return None
+    b = np.concatenate([_samples(r.eager) for r in base])
+    h = np.concatenate([_samples(r.eager) for r in head])
+    if b.size < 2 or h.size < 2:
+        return None
+    return float(np.median(h) / np.median(b) - 1.0)
+
+
+def _discount_drift(result: CaseResult) -> None:
+    """A latency verdict whose size the in-process eager control matched (same direction, at
+    least half as large) is machine drift: noisy, not a regression. Speedup, judged on the
+    paired ratios, still sees a change that is the compiled code's alone."""
+    drift, latency = result.eager_change, result.metric("latency")
+    if drift is None or latency is None or latency.change is None or latency.verdict not in (REGRESSION, IMPROVEMENT):
+        return
+    if drift * latency.change > 0 and abs(drift) >= DRIFT_SHARE * abs(latency.change):
+        latency.verdict = NOISY
+        latency.note = (f"{latency.note}; eager moved {drift:+.1%} in the same processes: machine drift, "
+                        "not the compiled code")
+
+
 def _finish_case(result: CaseResult) -> None:
+    _discount_drift(result)
     if result.metrics:
         result.verdict = _worst([m.verdict for m in result.metrics]) or UNCHANGED
 

@@ -222,3 +222,20 @@ def test_cli_usage_errors_exit_2(tmp_path, capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err
+
+
+def test_machine_drift_seen_by_eager_is_not_a_latency_regression():
+    """Head's process ran on a machine 40% slower (both eager and compiled): latency is
+    noisy, not a regression, and speedup (paired ratios) is unchanged. A compiled-only
+    slowdown of the same size stays a regression."""
+    rng = np.random.default_rng(8)
+    case = synthetic_case(0)
+    base = synthetic_record(case, rng)
+    slow_machine = synthetic_record(case, rng, eager_median=1e-3 * 1.4, compiled_median=5e-4 * 1.4)
+    result = compare_case(case.case_id, [base], [slow_machine], _defaults())
+    assert result.eager_change == pytest.approx(0.4, abs=0.05)
+    assert result.metric("latency").verdict == NOISY and "machine drift" in result.metric("latency").note
+    assert result.metric("speedup").verdict == UNCHANGED
+    slower_code = synthetic_record(case, rng, compiled_median=5e-4 * 1.4)
+    result = compare_case(case.case_id, [base], [slower_code], _defaults())
+    assert result.metric("latency").verdict == REGRESSION and result.verdict == REGRESSION
