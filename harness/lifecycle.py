@@ -200,6 +200,8 @@ def _run_step(step: dict[str, Any], result: dict[str, Any]) -> None:
             data = check_artifact(artifact, step["workdir"], step["sha256"]).read_bytes()
             info = torch.compiler.load_cache_artifacts(data)
             result["mega_cache_loaded"] = info is not None
+            # what the bytes held, per artifact type: explains a load that brings no hits
+            result["mega_cache_artifacts"] = {k: len(v) for k, v in (info.artifacts if info else {}).items()}
         call = torch.compile(model)
     elif kind == "aot_compile_build":
         with torch.no_grad():
