@@ -153,9 +153,13 @@ def _samples(block: Any) -> np.ndarray:
     raw = _dict(block).get("samples_s")
     if not isinstance(raw, (list, tuple)):
         return np.empty(0)
-    values = [float(v) for v in raw if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    a = np.asarray(values, dtype=float)
-    return a[np.isfinite(a) & (a > 0)] if a.size else a
+    try:
+        a = np.asarray(raw, dtype=float)  # the common case, at C speed
+    except (TypeError, ValueError):
+        a = np.asarray([float(v) for v in raw if isinstance(v, (int, float))], dtype=float)
+    if a.ndim != 1:
+        return np.empty(0)
+    return a[np.isfinite(a) & (a > 0)]
 
 
 def _timing_samples(record: Record, metric: str) -> np.ndarray | None:
