@@ -130,7 +130,7 @@ def real_phase(rounds: int, levels: list[float], sweep: list[float], sweep_round
                 row = {"round": r, **v, "flagged": bool(v["runtime"]), "realized": realized(bases[r], runs[k])}
                 slow[k].append(row)
                 seen = f"compiled {row['realized']:+.1%}" if row["realized"] is not None else "no ok run"
-                line.append(f"+{float(k):.0%} work: {'flagged' if row['flagged'] else 'MISSED'} ({seen})")
+                line.append(f"+{float(k):.1%} work: {'flagged' if row['flagged'] else 'MISSED'} ({seen})")
             print(f"round {r + 1}/{rounds}: " + "; ".join(line)
                   + f"  [{time.monotonic() - started:.0f}s, load {load_average()}]", flush=True)
     return {"case": case.case_id, "aa": aa, "slow": slow, "wall_s": time.monotonic() - started,
@@ -193,10 +193,10 @@ def main() -> int:
             seen = [r["realized"] for r in rows if r["realized"] is not None]
             spread = (f"compiled median {statistics.median(seen):+.1%} (range {min(seen):+.1%}..{max(seen):+.1%})"
                       if seen else "no ok runs")
-            print(f"head with {float(level):.0%} more compiled work: flagged {hits}/{len(rows)}; {spread}")
+            print(f"head with {float(level):.1%} more compiled work: flagged {hits}/{len(rows)}; {spread}")
             if rows and hits == len(rows):
                 reliable.append(float(level))
-        print(f"smallest extra work flagged in every comparison: {min(reliable):.0%}" if reliable
+        print(f"smallest extra work flagged in every comparison: {min(reliable):.1%}" if reliable
               else "no level was flagged in every comparison")
         print(f"real phase wall time: {real['wall_s']:.0f} s, load average now {load_average()}; run files in {SAVE_DIR}")
     if args.json:
