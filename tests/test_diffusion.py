@@ -204,14 +204,17 @@ def test_eager_variant_stays_eager_when_the_compiler_works_in_place():
 
 
 def test_train_step_on_the_tiny_unet():
+    """The generic train scenario takes the UNet's Built as is (compiled train steps are
+    the compiler matrix's business; tracing AdamW here would cost minutes)."""
     c = ctx(cfg=False)
-    built, prepared = prepare("sdxl-unet", "train", CompilerConfig("test-dynamo", backend="eager"), c)
+    built, prepared = prepare("sdxl-unet", "train", CompilerConfig("eager", backend=None), c)
     assert built.args[0].shape[0] == 1  # no CFG rows when training
-    loss_eager = prepared.eager()
-    loss_compiled = prepared.compiled()
-    torch.testing.assert_close(loss_compiled, loss_eager)
-    grads = prepared.accuracy_view("compiled", loss_compiled)[1]
+    before = built.model.conv_in.weight.detach().clone()
+    loss = prepared.eager()
+    assert loss.dim() == 0 and torch.isfinite(loss)
+    grads = prepared.accuracy_view("eager", loss)[1]
     assert len(grads) == len(list(built.model.parameters()))
+    assert not torch.equal(before, built.model.conv_in.weight)  # the optimizer stepped
 
 
 # ----- suites ---------------------------------------------------------------------------
