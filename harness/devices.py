@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import resource
 import sys
 from collections.abc import Callable
@@ -310,8 +311,9 @@ def _nvidia_driver_version() -> str | None:
     try:
         with open("/proc/driver/nvidia/version") as fh:
             first = fh.readline()
-        parts = first.split("Kernel Module")
-        return parts[1].split()[0] if len(parts) > 1 else first.strip()
+        # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ..."
+        match = re.search(r"\b(\d+\.\d+(?:\.\d+)?)\b", first)
+        return match.group(1) if match else first.strip()
     except OSError:
         return None
 
