@@ -36,12 +36,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target-s", type=float, default=180.0, help="wall-time target in seconds (default 180)")
     parser.add_argument("--out", default=None, help="results folder (default: a temporary folder)")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="per-case timeout (default: the smoke suite's); raise it on a loaded machine to see the "
+                             "full CPU cost of a case that would otherwise time out")
     args = parser.parse_args(argv)
     out = args.out or tempfile.mkdtemp(prefix="diffusion-smoke-")
     load_before = os.getloadavg()
     cpu_before = children_cpu_s()
     started = time.perf_counter()
-    run = execute(RunOptions(suite="smoke", workloads=["sdxl-unet"], out_dir=out, ingest=False))
+    run = execute(RunOptions(suite="smoke", workloads=["sdxl-unet"], out_dir=out, ingest=False,
+                              timeout_s=args.timeout))
     wall = time.perf_counter() - started
     cpu = children_cpu_s() - cpu_before
     load_after = os.getloadavg()

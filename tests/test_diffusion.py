@@ -189,18 +189,20 @@ def test_vae_decode_produces_an_image():
     assert tuple(prepared.eager().shape) == (1, 3, 64, 64)
 
 
-def test_eager_variant_stays_eager_when_the_compiler_works_in_place():
-    """Regional / in-place configs compile the module the eager variant also calls."""
-    c = ctx()
-    wl = get_workload("sdxl-unet")
-    built = wl.build(c)
-    for block in dif.repeated_blocks(built.model):
-        block.compile(backend="eager", fullgraph=True)  # what regional compilation does
-    prepared = get_scenario("unet_step")(built, wl, CompilerConfig("eager", backend=None), c)
+def test_regional_compilation_compiles_the_transformer_blocks_and_eager_stays_eager():
+    """Regional configs compile blocks of the very module the eager variant also calls."""
+    regional = CompilerConfig("test-dynamo-regional", backend="eager", fullgraph=True, regional=True)
+    built, prepared = prepare("sdxl-unet", "unet_step", regional, ctx())
+    regions = built.model._compilebench_regions
+    assert len(regions["blocks"]) == len(dif.repeated_blocks(built.model)) == prepared.metrics["repeated_blocks"] == 8
+    assert regions["source"] == "_repeated_blocks"
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
-    prepared.eager()
-    assert not torch._dynamo.utils.counters["stats"]["calls_captured"]
+    eager = prepared.eager()[0]
+    assert not torch._dynamo.utils.counters["stats"]["calls_captured"]  # force_eager held
+    assert_close_and_no_breaks(prepared)
+    assert torch._dynamo.utils.counters["stats"]["calls_captured"]  # the compiled variant did compile
+    torch.testing.assert_close(prepared.compiled()[0], eager, rtol=1e-4, atol=1e-4)
 
 
 def test_train_step_on_the_tiny_unet():
