@@ -50,7 +50,7 @@ def probe_cpu_isa(cache_dir: str | None) -> dict[str, Any]:
     from .devices import cpu_model_name
 
     start = time.perf_counter()
-    key = {"torch": torch.__version__, "cpu": cpu_model_name(), "python": sys.executable}
+    key = {"torch": torch.__version__, "cpu": cpu_model_name(), "python": os.path.realpath(sys.executable)}  # python vs python3 links: one entry
     cache_file = Path(cache_dir) / "isa.json" if cache_dir else None
     cached = None
     if cache_file and cache_file.exists():
