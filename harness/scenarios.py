@@ -50,7 +50,16 @@ def scenario(name: str) -> Callable[[ScenarioFn], ScenarioFn]:
     return register
 
 
+# scenario modules of the harness itself, imported on first lookup of a name they define
+BUILTIN_SCENARIO_MODULES = ("harness.training",)
+
+
 def get_scenario(name: str) -> ScenarioFn:
+    if name not in SCENARIOS:
+        import importlib
+
+        for module in BUILTIN_SCENARIO_MODULES:
+            importlib.import_module(module)
     try:
         return SCENARIOS[name]
     except KeyError:

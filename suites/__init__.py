@@ -67,7 +67,7 @@ register_suite(
     Suite(
         "smoke",
         "tiny models on CPU, eager vs inductor, forward and train step: a few minutes at most",
-        entries=(SuiteEntry(workloads=("mlp-classic", "mlp-deep")),),
+        entries=(SuiteEntry(workloads=("mlp-classic", "mlp-deep"), scenarios=("forward", "train")),),
         policy=(("min_time_s", 0.3), ("min_samples", 10), ("max_samples", 500), ("warmup", 3), ("max_time_s", 5.0)),
         timeout_s=300.0,
     )

@@ -11,7 +11,11 @@ DEEP_SIZES = {
 }
 
 
-@workload("mlp-classic", unit="samples", batch_size=16, description="nn.Linear(10, 5): the classic first torch.compile example")
+# train_module_only: the module compiled, the optimizer left eager (harness/training.py)
+SCENARIOS = ("forward", "train", "train_module_only")
+
+
+@workload("mlp-classic", unit="samples", batch_size=16, scenarios=SCENARIOS, description="nn.Linear(10, 5): the classic first torch.compile example")
 def classic(ctx):
     import torch
 
@@ -20,7 +24,7 @@ def classic(ctx):
     return model, (x,)
 
 
-@workload("mlp-deep", unit="samples", batch_size=64, description="deep MLP: Linear/LayerNorm/GELU blocks")
+@workload("mlp-deep", unit="samples", batch_size=64, scenarios=SCENARIOS, description="deep MLP: Linear/LayerNorm/GELU blocks")
 def deep(ctx):
     import torch
     from torch import nn
