@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", action="append", help="float32, float16, bfloat16, float64")
     p.add_argument("--batch-size", action="append", help="batch size(s) (default: the workload's)")
     p.add_argument("--size", action="append", help="tiny or full")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="workload option, e.g. resolution=1024, prompt_len=128, new_tokens=16 (repeatable; "
+                        "overrides the suite's; see docs/LLM.md and docs/DIFFUSION.md)")
     p.add_argument("--timeout", type=float, help="seconds per case before its worker is killed (default: suite's)")
     p.add_argument("--min-time", type=float, help="minimum timed seconds per case (with --min-samples)")
     p.add_argument("--min-samples", type=int, help="minimum samples per variant")
@@ -182,7 +185,7 @@ def _check_run_args(args: argparse.Namespace) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from .display import ProgressPrinter, make_console, print_failures, results_table
     from .multigpu import parse_gpus
-    from .runner import RunOptions, execute, resume, summarize_statuses
+    from .runner import RunOptions, execute, parse_option, resume, summarize_statuses
 
     _check_run_args(args)
     from compiler import load_compiler_files
@@ -208,6 +211,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         shard=args.shard,
         shard_costs=args.shard_costs,
         gpus=parse_gpus(args.gpus or []),
+        options=dict(parse_option(o) for o in args.option),
     )
     if not opts.suite and not opts.compilers:
         opts.compilers = ["inductor"]

@@ -58,6 +58,7 @@ class RunOptions:
     shard: str | None = None  # 'i/N': run one shard of the plan (harness/shard.py)
     shard_costs: str | None = None  # history .sqlite balancing the shards, or 'none'
     gpus: list[int] = field(default_factory=list)  # one concurrent worker per GPU (harness/multigpu.py)
+    options: dict[str, Any] = field(default_factory=dict)  # workload options from --option, override the suite's
 
 
 def default_cache_root() -> Path:
@@ -154,13 +155,31 @@ def plan_cases(opts: RunOptions) -> tuple[list[Case], dict[str, Any]]:
                                 if size not in wl.sizes:
                                     continue
                                 for bs in opts.batch_sizes or entry.batch_sizes or (wl.batch_size,):
-                                    case = Case(wname, sc, comp, dev, dtype, int(bs), size, suite_name, entry.options)
+                                    case = Case(wname, sc, comp, dev, dtype, int(bs), size, suite_name, merge_options(entry.options, opts.options))
                                     if case.case_id not in seen:
                                         seen.add(case.case_id)
                                         cases.append(case)
     if not cases:
         raise PlanError("the selection matches no case (check --scenario/--size against `compilebench list`)")
     return cases, policy
+
+
+def merge_options(entry: tuple[tuple[str, Any], ...], overrides: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted({**dict(entry), **overrides}.items()))
+
+
+def parse_option(text: str) -> tuple[str, Any]:
+    """--option KEY=VALUE; VALUE as JSON when it parses (1024, true, 0.5), else a string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise PlanError(f"--option {text!r} is not KEY=VALUE, e.g. --option resolution=1024")
+    try:
+        parsed: Any = json.loads(value)
+    except ValueError:
+        parsed = value
+    if isinstance(parsed, (dict, list)):
+        raise PlanError(f"--option {key}: lists and objects are not supported; pass a number, true/false or text")
+    return key.strip(), parsed
 
 
 def new_run_id(label: str) -> str:
