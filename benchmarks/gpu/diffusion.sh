@@ -14,7 +14,10 @@
 # one fresh worker (build + cold compile + measurement) with its own --timeout; a case that
 # runs out of time is killed by the runner and recorded with status `timeout`, and a case
 # that no longer fits in what is left of the budget is not started (the log says so).
-# max-autotune compiles of SDXL can take many minutes, so it goes last and gets what is left.
+# max-autotune compiles of SDXL can take many minutes, so it goes last and gets what is left;
+# if it times out, give it a run of its own:
+#   OUT=/tmp/out-ma CASES="inductor-max-autotune-no-cudagraphs:420" bash benchmarks/gpu/diffusion.sh
+# Other compilers the same way, e.g. CASES="inductor-regional:200" (regional compilation).
 #
 # Dry run of the logic on CPU (tiny UNet, Dynamo-only compilers, a few minutes):
 #   OUT=/tmp/dry DEVICE=cpu SIZE=tiny DTYPE=float32 CASES="aot_eager:300" bash benchmarks/gpu/diffusion.sh
