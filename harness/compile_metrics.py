@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 GRAPH_BREAK_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"
@@ -133,9 +134,23 @@ def parse_graph_breaks(messages: list[str]) -> list[dict[str, Any]]:
         if "User code traceback:" in msg and key not in stacks:
             stacks[key] = msg.split("User code traceback:", 1)[1].strip()
     return [
-        {"reason": r, "location": loc, "count": n, "user_stack": stacks.get((r, loc), "")}
+        {"reason": r, "location": loc, "count": n, "user_stack": stacks.get((r, loc), ""),
+         "user_location": user_location(stacks.get((r, loc), "")) or loc}
         for (r, loc), n in grouped.most_common()
     ]
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def user_location(stack: str) -> str | None:
+    """Innermost frame of the user stack outside torch itself: a break inside
+    `torch/optim/optimizer.py` is reported where the user's code called into it."""
+    import torch
+
+    torch_dir = str(Path(torch.__file__).resolve().parent)
+    frames = [(f, ln) for f, ln in _FRAME.findall(stack) if not str(Path(f).resolve()).startswith(torch_dir)]
+    return f"{frames[-1][0]}:{frames[-1][1]}" if frames else None
 
 
 def _reason_text(msg: str) -> str:

@@ -107,7 +107,8 @@ def grouped_reasons(records: list[Record], attr: str) -> list[dict[str, Any]]:
         for item in getattr(r, attr) or []:
             key = (str(item.get("reason", "")), str(item.get("location", "unknown")))
             g = groups.setdefault(key, {"reason": key[0], "location": key[1], "count": 0, "cases": [],
-                                        "function": item.get("function", ""), "user_stack": item.get("user_stack", "")})
+                                        "function": item.get("function", ""), "user_stack": item.get("user_stack", ""),
+                                        "user_location": item.get("user_location", "")})
             g["count"] += int(item.get("count", 1) or 1)
             if r.case_id not in g["cases"]:
                 g["cases"].append(r.case_id)

@@ -164,3 +164,20 @@ def test_store_ingest_is_idempotent_and_loads_dataframe(tmp_path):
     with HistoryStore(db) as store:  # reopening does not re-run migrations
         assert store.version == 1 and len(store.dataframe()) == 2
     assert math.isclose(df.loc[df.workload == "a", "speedup"].iloc[0], 1.5)
+
+
+def test_graph_break_inside_torch_is_attributed_to_the_user_frame_that_called_it():
+    import os
+
+    from harness.compile_metrics import parse_graph_breaks
+
+    torch_dir = os.path.dirname(torch.__file__)
+    msg = (f"Graph break in user code at {torch_dir}/optim/optimizer.py:79\n"
+           "Graph Break Reason: Call to `torch._dynamo.graph_break()`\n  Hint: ignore me\n"
+           "User code traceback:\n"
+           '  File "/home/u/train.py", line 12, in step\n    opt.step()\n'
+           f'  File "{torch_dir}/optim/optimizer.py", line 79, in wrapper\n    graph_break()\n')
+    (b,) = parse_graph_breaks([msg, msg])
+    assert b["count"] == 2 and b["location"] == f"{torch_dir}/optim/optimizer.py:79"
+    assert b["user_location"] == "/home/u/train.py:12"
+    assert "Hint" not in b["reason"] and "graph_break" in b["reason"]
