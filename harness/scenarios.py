@@ -118,47 +118,52 @@ def make_optimizer(name: str, params: Any) -> Any:
     raise ValueError(f"unknown optimizer {name!r}; use 'adamw' or 'sgd'")
 
 
+def make_train_step(model: Any, forward: Callable, optimizer: str, loss_fn: Callable, args: tuple,
+                    kwargs: dict) -> Callable[[], Any]:
+    """zero_grad, forward, loss, backward, optimizer step: the function users compile.
+    `forward` is the model itself or its compiled wrapper (train_module_only)."""
+    opt = make_optimizer(optimizer, model.parameters())
+
+    def train_step() -> Any:
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(forward(*args, **kwargs))
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    return train_step
+
+
+def gradients_view(models: dict[str, Any]) -> Callable[[str, Any], Any]:
+    """Accuracy of a training step: the loss plus every gradient of the first step, so
+    backward is checked, not only forward."""
+
+    def view(variant: str, loss: Any) -> Any:
+        return (loss, [p.grad for p in models[variant].parameters() if p.grad is not None])
+
+    return view
+
+
 @scenario("train")
 def train(built: Built, wl: Workload, compiler: CompilerConfig, ctx: WorkloadContext) -> Prepared:
-    """One training step (zero_grad, forward, loss, backward, optimizer step) compiled as a
-    single function, as users compile `train_step`. Eager and compiled each own a copy of
-    the model and optimizer from the same initial state, so their first steps compare."""
+    """One training step compiled as a single function, as users compile `train_step`.
+    Eager and compiled each own a copy of the model and optimizer from the same initial
+    state, so their first steps compare."""
     model_eager = built.model
     model_eager.train()
     model_compiled = copy.deepcopy(model_eager)
     loss_fn = wl.loss or default_loss
     args, kwargs = built.args, built.kwargs
-
-    def make_step(model: Any) -> tuple[Callable[[], Any], Any]:
-        opt = make_optimizer(wl.optimizer, model.parameters())
-
-        def train_step() -> Any:
-            opt.zero_grad(set_to_none=True)
-            out = model(*args, **kwargs)
-            loss = loss_fn(out)
-            loss.backward()
-            opt.step()
-            return loss.detach()
-
-        return train_step, model
-
-    eager_step, _ = make_step(model_eager)
+    eager_step = make_train_step(model_eager, model_eager, wl.optimizer, loss_fn, args, kwargs)
     compiled_step = None
     if not compiler.is_eager:
-        step, _ = make_step(model_compiled)
+        step = make_train_step(model_compiled, model_compiled, wl.optimizer, loss_fn, args, kwargs)
         compiled_step = compiler.compile(step)
-    models = {"eager": model_eager, "compiled": model_compiled}
-
-    def accuracy_view(variant: str, loss: Any) -> Any:
-        # loss plus every gradient of the first step: checks backward, not only forward
-        grads = [p.grad for p in models[variant].parameters() if p.grad is not None]
-        return (loss, grads)
-
     return Prepared(
         eager=eager_step,
         compiled=compiled_step,
         units_per_call=units(built, ctx),
         unit=wl.unit,
-        accuracy_view=accuracy_view,
+        accuracy_view=gradients_view({"eager": model_eager, "compiled": model_compiled}),
         notes=[f"optimizer={wl.optimizer}"],
     )

@@ -9,26 +9,11 @@ compiling the optimizer buys.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
-from typing import Any
 
 from compiler import CompilerConfig
 
-from .scenarios import Prepared, default_loss, make_optimizer, scenario, units
+from .scenarios import Prepared, default_loss, gradients_view, make_train_step, scenario, units
 from .workloads import Built, Workload, WorkloadContext
-
-
-def _step(model: Any, forward: Callable, optimizer: str, loss_fn: Callable, args: tuple, kwargs: dict) -> Callable[[], Any]:
-    opt = make_optimizer(optimizer, model.parameters())
-
-    def train_step() -> Any:
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(forward(*args, **kwargs))
-        loss.backward()
-        opt.step()
-        return loss.detach()
-
-    return train_step
 
 
 @scenario("train_module_only")
@@ -40,22 +25,16 @@ def train_module_only(built: Built, wl: Workload, compiler: CompilerConfig, ctx:
     model_compiled = copy.deepcopy(model_eager)
     loss_fn = wl.loss or default_loss
     args, kwargs = built.args, built.kwargs
-    eager_step = _step(model_eager, model_eager, wl.optimizer, loss_fn, args, kwargs)
+    eager_step = make_train_step(model_eager, model_eager, wl.optimizer, loss_fn, args, kwargs)
     compiled_step = None
     if not compiler.is_eager:
         forward = compiler.compile(model_compiled)
-        compiled_step = _step(model_compiled, forward, wl.optimizer, loss_fn, args, kwargs)
-    models = {"eager": model_eager, "compiled": model_compiled}
-
-    def accuracy_view(variant: str, loss: Any) -> Any:
-        grads = [p.grad for p in models[variant].parameters() if p.grad is not None]
-        return (loss, grads)
-
+        compiled_step = make_train_step(model_compiled, forward, wl.optimizer, loss_fn, args, kwargs)
     return Prepared(
         eager=eager_step,
         compiled=compiled_step,
         units_per_call=units(built, ctx),
         unit=wl.unit,
-        accuracy_view=accuracy_view,
+        accuracy_view=gradients_view({"eager": model_eager, "compiled": model_compiled}),
         notes=[f"optimizer={wl.optimizer} (eager)", "compiled: module forward/backward only"],
     )
