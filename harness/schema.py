@@ -193,22 +193,9 @@ class Run:
 
 
 def write_json_atomic(path: str | Path, data: Any) -> Path:
-    """Write JSON so a reader never sees half a file: temp file in the same folder, fsync,
-    rename. NaN/Inf are refused (they are not JSON); producers store None instead."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1, sort_keys=False, allow_nan=False, default=str)
-            fh.flush()
-            os.fsync(fh.fileno())
-        _readable(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """Write JSON so a reader never sees half a file. NaN/Inf are refused (they are not
+    JSON); producers store None instead. Serialised first, so a bad value leaves no file."""
+    return write_text_atomic(path, json.dumps(data, indent=1, sort_keys=False, allow_nan=False, default=str))
 
 
 def _readable(path: str) -> None:
@@ -301,13 +288,16 @@ def load_run(path: str | Path) -> Run:
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Text twin of write_json_atomic (reports, markdown): no half-written outputs."""
+    """Temp file in the same folder, fsync, rename: readers see the old file or the new one,
+    never half of one (run files, reports, markdown)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
         _readable(tmp)
         os.replace(tmp, path)
     except BaseException:
