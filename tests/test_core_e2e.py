@@ -22,7 +22,8 @@ def _run(results_dir, **kw):
 @pytest.fixture(scope="module")
 def mlp_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("results")
-    return _run(out, workloads=["mlp-classic"], compilers=["inductor"], sizes=["tiny"]), out
+    return _run(out, workloads=["mlp-classic"], scenarios=["forward", "train"], compilers=["inductor"],
+                sizes=["tiny"]), out
 
 
 def test_mlp_eager_vs_inductor_forward_and_train(mlp_run):

@@ -181,7 +181,8 @@ def test_gpu_options_are_checked():
 
 def test_real_shards_then_merge_cover_the_plan(results_dir):
     """Two real CPU shards of a 2-case plan (eager: no compile, seconds), merged."""
-    common = ["run", "-w", "mlp-classic", "-c", "eager", "--out", str(results_dir), "--min-time", "0.01",
+    common = ["run", "-w", "mlp-classic", "--scenario", "forward,train", "-c", "eager", "--out", str(results_dir),
+              "--min-time", "0.01",
               "--min-samples", "3", "--no-ingest"]
     assert main([*common, "--shard", "1/2"]) == 0
     assert main([*common, "--shard", "2/2"]) == 0
