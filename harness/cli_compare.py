@@ -287,7 +287,8 @@ def cmd_expected(args: argparse.Namespace) -> int:
     from .runner import resolve_run
 
     runs = [resolve_run(ref, args.out) for ref in args.run]
-    path = Path(args.file) if args.file else expected_path(runs[0])
+    # relative to the results folder like every other default, not to the installed package
+    path = Path(args.file) if args.file else expected_path(runs[0], Path(args.out) / "expected")
     if args.action == "update":
         data = update(runs, path)
         print(f"expected file written: {path} ({len(data['cases'])} cases); review and commit it")
