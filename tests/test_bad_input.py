@@ -141,11 +141,10 @@ def test_atomic_writes_leave_no_partial_file(tmp_path, monkeypatch):
     target = tmp_path / "runs" / "r.json"
     schema.write_json_atomic(target, {"old": True})
 
-    def exploding_dump(obj, fh, **kw):
-        fh.write('{"half": ')
+    def interrupted_fsync(fd):  # the temp file holds the new text, the rename has not happened
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(schema.json, "dump", exploding_dump)
+    monkeypatch.setattr(schema.os, "fsync", interrupted_fsync)
     with pytest.raises(KeyboardInterrupt):
         schema.write_json_atomic(target, {"new": True})
     monkeypatch.undo()
