@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rich.console import Console  # noqa: E402
 
-from harness.lifecycle import ROWS, ColdStartOptions, coldstart, coldstart_table, speedup_vs_cold  # noqa: E402
-from harness.schema import write_json_atomic  # noqa: E402
+from harness.experiments.lifecycle import ROWS, ColdStartOptions, coldstart, coldstart_table, speedup_vs_cold  # noqa: E402
+from harness.model.schema import write_json_atomic  # noqa: E402
 
 TARGET = 3.0
 AOT_ROWS = ("aot_compile", "aot_compile_warm", "aoti")

@@ -43,7 +43,7 @@ def smoke_wall_time(out: Path) -> None:
 
 
 def timer_overhead() -> None:
-    from harness.timing import HostTimer, timer_overhead_s
+    from harness.measure.timing import HostTimer, timer_overhead_s
 
     overhead = timer_overhead_s(HostTimer(), n=20_000)
     print(f"[2] host timer overhead per sample: {overhead * 1e6:.3f} us (median of 20,000 no-op samples; target < 2 us)")

@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.diffusion_table import table  # noqa: E402
-from harness.runner import RunOptions, execute, summarize_statuses  # noqa: E402
+from harness.run.runner import RunOptions, execute, summarize_statuses  # noqa: E402
 
 
 def children_cpu_s() -> float:

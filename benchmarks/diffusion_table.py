@@ -15,7 +15,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.schema import Record, load_run  # noqa: E402
+from harness.model.schema import Record, load_run  # noqa: E402
 
 HEADER = ("| case | status | eager ms | compiled ms | speedup [95% CI] | cold compile s | eager peak GiB "
           "| compiled peak GiB | breaks | recompiles | cg skips | accuracy | worker s |")

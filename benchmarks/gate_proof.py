@@ -36,10 +36,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.compare import REGRESSION, compare_runs  # noqa: E402
-from harness.runner import RunOptions, default_cache_root, make_spec, plan_cases, run_worker  # noqa: E402
-from harness.schema import Record, Run, save_run  # noqa: E402
-from harness.timing import StopPolicy  # noqa: E402
+from harness.analysis.compare import REGRESSION, compare_runs  # noqa: E402
+from harness.measure.timing import StopPolicy  # noqa: E402
+from harness.model.schema import Record, Run, save_run  # noqa: E402
+from harness.run.runner import RunOptions, default_cache_root, make_spec, plan_cases, run_worker  # noqa: E402
 
 WORKLOAD_FILE = str(ROOT / "benchmarks" / "gate_workloads.py")
 EXTRA_WORK_ENV = "COMPILEBENCH_GATE_EXTRA_WORK"
@@ -101,7 +101,7 @@ def real_phase(rounds: int, levels: list[float], sweep: list[float], sweep_round
     A/A compares base_r with base_{r+1}; a level compares base_r with its head_r."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from harness.environment import capture_environment
+    from harness.measure.environment import capture_environment
 
     opts = RunOptions(workloads=[workload], workload_files=[WORKLOAD_FILE], compilers=["inductor"], devices=["cpu"],
                       scenarios=["forward"], ingest=False)
@@ -138,7 +138,7 @@ def real_phase(rounds: int, levels: list[float], sweep: list[float], sweep_round
 
 
 def decision_time(repeats: int = 3) -> dict[str, float]:
-    from harness.synthetic import synthetic_run
+    from harness.testing.synthetic import synthetic_run
 
     base = synthetic_run(1000, 1, run_id="base")
     scenarios = {"A/A": synthetic_run(1000, 2, run_id="head"),

@@ -55,7 +55,7 @@ def setup(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     import suites.llm as llm
-    from harness.workloads import WorkloadContext
+    from harness.model.workloads import WorkloadContext
 
     options = {k: v for k, v in (("prompt_len", args.prompt_len), ("new_tokens", args.new_tokens)) if v}
     ctx = WorkloadContext(device=args.device, dtype=getattr(torch, args.dtype), batch_size=1, size=args.size,

@@ -26,10 +26,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import cli, runner  # noqa: E402
-from harness.journal import read_journal  # noqa: E402
-from harness.schema import SCHEMA_VERSION, load_run, write_text_atomic  # noqa: E402
-from harness.store import HistoryStore  # noqa: E402
+from harness.cli import main as cli  # noqa: E402
+from harness.model.schema import SCHEMA_VERSION, load_run, write_text_atomic  # noqa: E402
+from harness.run import runner  # noqa: E402
+from harness.run.journal import read_journal  # noqa: E402
+from harness.run.store import HistoryStore  # noqa: E402
 
 FAULTS = ROOT / "tests" / "faults"
 FAULT_FILES = sorted(str(p) for p in FAULTS.glob("*.py"))
@@ -182,7 +183,7 @@ def bad_input_rows(work: Path) -> list[list[str]]:
 
 
 def thresholds_row(work: Path) -> list[str]:
-    from harness.thresholds import ThresholdConfigError, load_thresholds
+    from harness.analysis.thresholds import ThresholdConfigError, load_thresholds
 
     path = work / "thresholds.toml"
     path.write_text("[defaults]\nlatency = 'fast'\n")
@@ -224,7 +225,7 @@ control cases before and after stay `ok`). The run exits 1 because cases failed.
 ## Known limits
 
 - A descendant that both leaves the worker's session (`setsid`) and scrubs its environment of
-  `COMPILEBENCH_CASE_TOKEN` is not found by the sweep (harness/isolation.py); a cgroup per case would
+  `COMPILEBENCH_CASE_TOKEN` is not found by the sweep (harness/run/isolation.py); a cgroup per case would
   be needed for that. Double-forked daemons that keep their environment are found.
 - `--max-memory-gb` caps virtual memory (RLIMIT_AS) of CPU cases only; GPU drivers reserve more address
   space than exists, so GPU cases are not capped (their device OOM is `oom` anyway).

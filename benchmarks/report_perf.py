@@ -29,10 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.dashboard import DashboardOptions, build_dashboard  # noqa: E402
-from harness.report import render_report  # noqa: E402
-from harness.store import HistoryStore  # noqa: E402
-from harness.synthetic_history import Step, SyntheticSpec, synthetic_history, synthetic_run  # noqa: E402
+from harness.report.dashboard import DashboardOptions, build_dashboard  # noqa: E402
+from harness.report.report import render_report  # noqa: E402
+from harness.run.store import HistoryStore  # noqa: E402
+from harness.testing.synthetic_history import Step, SyntheticSpec, synthetic_history, synthetic_run  # noqa: E402
 
 REPORT_TARGET_S, DASHBOARD_TARGET_S, INDEX_TARGET_BYTES = 10.0, 60.0, 3 * 2**20
 

@@ -4,8 +4,8 @@ Public API for workload authors: `workload`, `WorkloadContext`, `Built`, `scenar
 `Prepared`. Importing this package does not import torch.
 """
 
-from .scenarios import Prepared, scenario
-from .workloads import Built, WorkloadContext, workload
+from harness.model.scenarios import Prepared, scenario
+from harness.model.workloads import Built, WorkloadContext, workload
 
 __all__ = ["workload", "WorkloadContext", "Built", "scenario", "Prepared"]
 __version__ = "0.1.0"

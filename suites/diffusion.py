@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import workload
-from harness.scenarios import Prepared, scenario
-from harness.workloads import Built, Workload, WorkloadContext
+from harness.model.scenarios import Prepared, scenario
+from harness.model.workloads import Built, Workload, WorkloadContext
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs" / "diffusion"
 

@@ -90,7 +90,7 @@ def _wrap(strategy: str, model: Any, compile_fn: Callable[[Any], Any] | None, de
 
 
 def _make_step(module: Any, args: Sequence[Any], kwargs: dict[str, Any], loss_fn: Callable, optimizer: str) -> Callable:
-    from harness.scenarios import make_optimizer
+    from harness.model.scenarios import make_optimizer
 
     opt = make_optimizer(optimizer, module.parameters())
 
@@ -109,9 +109,9 @@ def rank_main(spec: DistributedSpec, out_path: str) -> int:
     import torch.distributed as dist
 
     from compiler import CompilerConfig
-    from harness.accuracy import compare_outputs
-    from harness.scenarios import default_loss
-    from harness.workloads import WorkloadContext, get_workload, import_workload_module
+    from harness.model.accuracy import compare_outputs
+    from harness.model.scenarios import default_loss
+    from harness.model.workloads import WorkloadContext, get_workload, import_workload_module
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if spec.device == "cuda":
@@ -128,8 +128,8 @@ def rank_main(spec: DistributedSpec, out_path: str) -> int:
         wl = get_workload(spec.workload)
         compiler = CompilerConfig.from_dict(spec.compiler_config)
         if device.type == "cpu" and compiler.backend == "inductor":
-            from harness.runner import default_cache_root
-            from harness.worker import probe_cpu_isa
+            from harness.measure.worker import probe_cpu_isa
+            from harness.run.runner import default_cache_root
 
             probe_cpu_isa(str(default_cache_root() / "isa-probe"))  # before any clock: not compile time
         torch.manual_seed(0)  # every rank starts from the same weights (DDP also broadcasts)
@@ -143,7 +143,7 @@ def rank_main(spec: DistributedSpec, out_path: str) -> int:
         if not compiler.is_eager:
             module = _wrap(spec.strategy, copy.deepcopy(built.model), compiler.compile, device)
             variants["compiled"] = _make_step(module, built.args, built.kwargs, loss_fn, wl.optimizer)
-        from harness.compile_metrics import CompileObserver
+        from harness.measure.compile_metrics import CompileObserver
 
         observer = CompileObserver().start()
         result = _measure(variants, spec, sync)
@@ -203,8 +203,8 @@ def torchrun_command(spec_path: Path, out_path: Path, nproc: int) -> list[str]:
 
 def launch(spec: DistributedSpec) -> Any:
     """One torchrun launch -> one Record (failures and timeouts included)."""
-    from harness.runner import PROJECT_ROOT, _tail, load_registries, worker_env, workload_modules
-    from harness.schema import Record
+    from harness.model.schema import Record
+    from harness.run.runner import PROJECT_ROOT, _tail, load_registries, worker_env, workload_modules
 
     spec.validate()
     spec.workload_modules = spec.workload_modules or workload_modules()
@@ -254,8 +254,8 @@ def launch(spec: DistributedSpec) -> Any:
 
 
 def distributed_case(spec: DistributedSpec) -> Any:
-    from harness.schema import Case
-    from harness.workloads import get_workload
+    from harness.model.schema import Case
+    from harness.model.workloads import get_workload
 
     bs = spec.batch_size or get_workload(spec.workload).batch_size
     return Case(spec.workload, f"train-{spec.strategy}", spec.compiler, spec.device, spec.dtype, int(bs), spec.size,
@@ -265,8 +265,8 @@ def distributed_case(spec: DistributedSpec) -> Any:
 def record_from_ranks(case: Any, spec: DistributedSpec, data: dict[str, Any]) -> Any:
     """Rank results -> Record. A step takes as long as its slowest rank, so the aggregate
     uses the per-step maximum across ranks."""
-    from harness.schema import Record
-    from harness.stats import ratio_of_medians_ci, summarize
+    from harness.model.schema import Record
+    from harness.model.stats import ratio_of_medians_ci, summarize
 
     ranks = sorted(data["ranks"], key=lambda r: r["rank"])
     world = int(data["world_size"])
@@ -310,7 +310,7 @@ def record_from_ranks(case: Any, spec: DistributedSpec, data: dict[str, Any]) ->
 
 
 def get_unit(workload: str) -> str:
-    from harness.workloads import get_workload
+    from harness.model.workloads import get_workload
 
     return get_workload(workload).unit
 
@@ -318,9 +318,9 @@ def get_unit(workload: str) -> str:
 def run_distributed(specs: Sequence[DistributedSpec], out_dir: str, label: str = "", ingest: bool = True,
                     progress: Callable[[str], None] | None = None) -> Any:
     """Launch every spec, then write one run file (and ingest it) like `compilebench run`."""
-    from harness.environment import capture_environment
-    from harness.runner import new_run_id, run_path
-    from harness.schema import Run, save_run
+    from harness.measure.environment import capture_environment
+    from harness.model.schema import Run, save_run
+    from harness.run.runner import new_run_id, run_path
 
     started = time.monotonic()
     env = capture_environment(sorted({s.device for s in specs}))
@@ -337,7 +337,7 @@ def run_distributed(specs: Sequence[DistributedSpec], out_dir: str, label: str =
     path = save_run(run, run_path(out_dir, run.run_id))
     run.config["path"] = str(path)
     if ingest:
-        from harness.store import HistoryStore
+        from harness.run.store import HistoryStore
 
         with HistoryStore(Path(out_dir) / "history.sqlite") as store:
             store.ingest(run)

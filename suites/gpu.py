@@ -48,6 +48,6 @@ def required_workloads() -> list[str]:
 
 def missing_workloads() -> list[str]:
     """Workload names of the suite that no loaded module registered."""
-    from harness.workloads import WORKLOADS
+    from harness.model.workloads import WORKLOADS
 
     return [w for w in required_workloads() if w not in WORKLOADS]

@@ -36,7 +36,7 @@ from typing import Any
 
 from compiler import COMPILERS, CompilerConfig, register_compiler
 from harness import Built, Prepared, WorkloadContext, scenario, workload
-from harness.scenarios import train as builtin_train
+from harness.model.scenarios import train as builtin_train
 
 from . import Suite, SuiteEntry, extend_suite, register_suite
 
@@ -58,7 +58,7 @@ TOKEN_WARMUP_CALLS = 3
 TOKEN_KEEP_CALLS = 256
 
 # Peak DRAM bandwidth in bytes/s by GPU name fragment (vendor datasheets), used for the
-# decode roofline until harness.devices exposes `peak_memory_bandwidth`.
+# decode roofline until harness.measure.devices exposes `peak_memory_bandwidth`.
 PEAK_BANDWIDTH_BYTES_S: tuple[tuple[str, float], ...] = (
     ("H200", 4.8e12),
     ("H100 NVL", 3.9e12),
@@ -294,16 +294,16 @@ def new_static_cache(model: Any, max_cache_len: int) -> Any:
 
 
 def peak_bandwidth(device: str) -> tuple[float | None, str]:
-    """(bytes/s, source) for the device: harness.devices if it knows, else the table."""
+    """(bytes/s, source) for the device: harness.measure.devices if it knows, else the table."""
     if not device.startswith("cuda"):
         return None, "unknown for this device"
-    from harness.devices import parse_device
+    from harness.measure.devices import parse_device
 
     dev = parse_device(device)
     known = getattr(dev, "peak_memory_bandwidth", None)
     value = known() if callable(known) else known
     if value:
-        return float(value), "harness.devices"
+        return float(value), "harness.measure.devices"
     import torch
 
     name = torch.cuda.get_device_name(dev.index)
@@ -364,7 +364,7 @@ def compiled_frames() -> int:
 def compare_tokens_and_logits(reference: Any, result: Any, dtype_name: str) -> dict[str, Any]:
     """Greedy tokens must match exactly in fp32/fp64 (the issue's accuracy bar); in half
     precision a flipped near-tie is legitimate, so tokens are reported and logits decide."""
-    from harness.accuracy import compare_outputs
+    from harness.model.accuracy import compare_outputs
 
     ref_tokens, res_tokens = reference["tokens"].cpu(), result["tokens"].cpu()
     outcome = compare_outputs(reference["logits"], result["logits"], dtype_name) if "logits" in reference else {

@@ -11,7 +11,7 @@ DEEP_SIZES = {
 }
 
 
-# train_module_only: the module compiled, the optimizer left eager (harness/training.py)
+# train_module_only: the module compiled, the optimizer left eager (harness/model/training.py)
 SCENARIOS = ("forward", "train", "train_module_only")
 
 

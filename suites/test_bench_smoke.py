@@ -7,7 +7,7 @@ Not collected by the project's own `pytest` run (testpaths = tests)."""
 
 import pytest
 
-from harness.pytest_plugin import run_benchmark, suite_cases
+from harness.interop.pytest_plugin import run_benchmark, suite_cases
 
 
 @pytest.mark.parametrize("case", suite_cases("smoke"), ids=lambda c: c.case_id)

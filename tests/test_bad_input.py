@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
-from harness.schema import SCHEMA_VERSION, RunFileError, load_run
+from harness.cli import main as cli
+from harness.model.schema import SCHEMA_VERSION, RunFileError, load_run
 
 ROOT = Path(__file__).resolve().parent.parent
 V1_RUN = ROOT / "tests" / "data" / "run_v1_mlp_eager.json"
@@ -122,7 +122,7 @@ def test_bad_compiler_toml_is_one_line_naming_the_file(capsys, tmp_path):
 
 
 def test_bad_thresholds_toml_is_a_clear_error(tmp_path):
-    from harness.thresholds import ThresholdConfigError, load_thresholds
+    from harness.analysis.thresholds import ThresholdConfigError, load_thresholds
 
     bad = tmp_path / "thresholds.toml"
     for text, expect in [("[defaults\n", "invalid TOML"), ("[defaults]\nlatency = 'fast'", "not a threshold"),
@@ -136,7 +136,7 @@ def test_bad_thresholds_toml_is_a_clear_error(tmp_path):
 
 def test_atomic_writes_leave_no_partial_file(tmp_path, monkeypatch):
     """A write that fails half-way (disk full, Ctrl-C) leaves the old file and no temp file."""
-    from harness import schema
+    from harness.model import schema
 
     target = tmp_path / "runs" / "r.json"
     schema.write_json_atomic(target, {"old": True})

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.dashboard import DashboardOptions, build_dashboard
-from harness.report import write_report
-from harness.store import HistoryStore
-from harness.synthetic_history import Step, SyntheticSpec, synthetic_history, synthetic_run
+from harness.report.dashboard import DashboardOptions, build_dashboard
+from harness.report.report import write_report
+from harness.run.store import HistoryStore
+from harness.testing.synthetic_history import Step, SyntheticSpec, synthetic_history, synthetic_run
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e .[test])")
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402

@@ -7,8 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from harness.cli import main
-from harness.compare import (
+from harness.analysis.compare import (
     IMPROVEMENT,
     MISSING,
     NEW,
@@ -23,11 +22,12 @@ from harness.compare import (
     compare_case,
     compare_runs,
 )
-from harness.gate_output import markdown
-from harness.schema import Run, save_run
-from harness.stats import ratio_of_medians_ci
-from harness.synthetic import SYNTHETIC_ENV, synthetic_case, synthetic_record, synthetic_run
-from harness.thresholds import ThresholdConfig, config_from_dict
+from harness.analysis.thresholds import ThresholdConfig, config_from_dict
+from harness.cli.main import main
+from harness.model.schema import Run, save_run
+from harness.model.stats import ratio_of_medians_ci
+from harness.report.gate_output import markdown
+from harness.testing.synthetic import SYNTHETIC_ENV, synthetic_case, synthetic_record, synthetic_run
 
 
 def _case_run(run_id: str, *records) -> Run:

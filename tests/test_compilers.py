@@ -26,7 +26,7 @@ from compiler.configs import builtin_configs
 from compiler.effects import describe_effects
 from compiler.regional import find_regions
 from compiler.toml_loader import load_compiler_file
-from harness.worker import run_case
+from harness.measure.worker import run_case
 
 FAST_POLICY = {"warmup": 1, "min_samples": 3, "min_time_s": 0.0, "max_samples": 5, "max_time_s": 2.0}
 ISSUE_NAMES = ("eager", "inductor", "inductor-reduce-overhead", "inductor-max-autotune",
@@ -48,7 +48,7 @@ def spec_for(config: CompilerConfig, workload: str = "mlp-classic", scenario: st
     case = {"workload": workload, "scenario": scenario, "compiler": config.name, "device": "cpu", "dtype": "float32",
             "batch_size": 4, "size": "tiny", "suite": "test", "options": []}
     return {"case": case, "compiler": config.to_dict(), "policy": FAST_POLICY,
-            "workload_modules": ["suites.mlp", "harness.training"], "seed": 0, **extra}
+            "workload_modules": ["suites.mlp", "harness.model.training"], "seed": 0, **extra}
 
 
 def test_issue_named_configs_are_registered_with_their_settings():
@@ -107,7 +107,7 @@ def test_bad_toml_files_give_one_line_errors_naming_file_and_problem(tmp_path, b
 
 
 def test_cli_malformed_compiler_file_exits_2_with_file_and_line(tmp_path, capsys):
-    from harness.cli import main
+    from harness.cli.main import main
 
     path = tmp_path / "bad.toml"
     path.write_text("[ok]\nmode = 'default'\n[broken\n")
@@ -231,8 +231,8 @@ def test_each_named_config_runs_or_is_skipped_with_a_reason(name):
 def test_max_autotune_with_freezing_autotunes_cpu_gemms():
     # a fresh worker process with an empty cache, as in a run: autotune choices are cached
     # in memory and on disk, so an in-process repeat would (rightly) not benchmark again
-    from harness.runner import run_worker
-    from harness.schema import Case
+    from harness.model.schema import Case
+    from harness.run.runner import run_worker
 
     spec = spec_for(get_compiler("inductor-max-autotune-freezing"), workload="mlp-deep")
     record = run_worker(Case.from_dict(spec["case"]), spec, timeout_s=300)

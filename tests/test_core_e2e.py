@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.runner import RunOptions, execute, plan_cases
-from harness.schema import load_run
+from harness.model.schema import load_run
+from harness.run.runner import RunOptions, execute, plan_cases
 
 WORKLOADS = str(Path(__file__).parent / "workloads" / "core_cases.py")
 FAST = {"min_time_s": 0.05, "min_samples": 5, "max_samples": 50, "warmup": 1, "max_time_s": 3.0}

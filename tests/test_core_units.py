@@ -7,11 +7,20 @@ import numpy as np
 import pytest
 import torch
 
-from harness.accuracy import compare_outputs
-from harness.schema import SCHEMA_VERSION, Case, Record, Run, RunFileError, load_run, run_from_dict, save_run
-from harness.stats import geomean, ratio_of_medians_ci, summarize
-from harness.store import HistoryStore
-from harness.timing import HostTimer, StopPolicy, calibrate_inner, measure_interleaved
+from harness.measure.timing import HostTimer, StopPolicy, calibrate_inner, measure_interleaved
+from harness.model.accuracy import compare_outputs
+from harness.model.schema import (
+    SCHEMA_VERSION,
+    Case,
+    Record,
+    Run,
+    RunFileError,
+    load_run,
+    run_from_dict,
+    save_run,
+)
+from harness.model.stats import geomean, ratio_of_medians_ci, summarize
+from harness.run.store import HistoryStore
 
 
 class FakeClock:
@@ -169,7 +178,7 @@ def test_store_ingest_is_idempotent_and_loads_dataframe(tmp_path):
 def test_graph_break_inside_torch_is_attributed_to_the_user_frame_that_called_it():
     import os
 
-    from harness.compile_metrics import parse_graph_breaks
+    from harness.measure.compile_metrics import parse_graph_breaks
 
     torch_dir = os.path.dirname(torch.__file__)
     msg = (f"Graph break in user code at {torch_dir}/optim/optimizer.py:79\n"

@@ -9,10 +9,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from harness.cli import main
-from harness.dashboard import DashboardOptions, build_dashboard, change_points, detect
-from harness.store import HistoryStore
-from harness.synthetic_history import Step, SyntheticSpec, synthetic_history, synthetic_run
+from harness.cli.main import main
+from harness.report.dashboard import DashboardOptions, build_dashboard, change_points, detect
+from harness.run.store import HistoryStore
+from harness.testing.synthetic_history import Step, SyntheticSpec, synthetic_history, synthetic_run
 
 NIGHTS = 30
 

@@ -8,10 +8,10 @@ import types
 import pytest
 import torch
 
-from harness import devices
-from harness.device_specs import match_peak_spec, peak_flops_for, utilisation
-from harness.devices import CudaDevice, MpsDevice, XpuDevice, auto_device, parse_device
-from harness.timing import EventTimer
+from harness.measure import devices
+from harness.measure.device_specs import match_peak_spec, peak_flops_for, utilisation
+from harness.measure.devices import CudaDevice, MpsDevice, XpuDevice, auto_device, parse_device
+from harness.measure.timing import EventTimer
 
 
 class FakeEvent:
@@ -164,7 +164,7 @@ def test_utilisation_figures():
 
 
 def test_absent_device_case_is_skipped_with_reason(results_dir):
-    from harness.runner import RunOptions, execute
+    from harness.run.runner import RunOptions, execute
 
     run = execute(RunOptions(workloads=["mlp-classic"], scenarios=["forward"], compilers=["inductor"], devices=["xpu"],
                              out_dir=str(results_dir), ingest=False))

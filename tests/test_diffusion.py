@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from compiler import CompilerConfig, register_compiler
-from harness.runner import RunOptions, execute, plan_cases
-from harness.scenarios import get_scenario
-from harness.schema import Case
-from harness.worker import run_case
-from harness.workloads import WorkloadContext, get_workload
+from harness.measure.worker import run_case
+from harness.model.scenarios import get_scenario
+from harness.model.schema import Case
+from harness.model.workloads import WorkloadContext, get_workload
+from harness.run.runner import RunOptions, execute, plan_cases
 from suites import diffusion as dif
 from suites import get_suite
 

@@ -38,7 +38,7 @@ def test_aggregate_uses_the_slowest_rank_per_step():
                           "recompiles": 0, "graph_break_reasons": []}}
              for r, s in ((0, 0.5), (1, 0.7))]
     spec = DistributedSpec(workload="mlp-deep")
-    from harness.runner import load_registries
+    from harness.run.runner import load_registries
 
     load_registries([])
     from suites.distributed import distributed_case

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli, runner
-from harness.journal import journal_path
-from harness.runner import LOG_TAIL_BYTES
-from harness.schema import load_run
-from harness.store import HistoryStore
+from harness.cli import main as cli
+from harness.model.schema import load_run
+from harness.run import runner
+from harness.run.journal import journal_path
+from harness.run.runner import LOG_TAIL_BYTES
+from harness.run.store import HistoryStore
 
 FAULTS = Path(__file__).resolve().parent / "faults"
 FAULT_FILES = sorted(str(p) for p in FAULTS.glob("*.py"))
@@ -24,7 +25,7 @@ def _expected() -> list[tuple[str, str, str, str]]:
     """(workload, compiler, device, status) from tests/faults/suite.py, as the runner loaded it."""
     import sys
 
-    from harness.workloads import WORKLOADS
+    from harness.model.workloads import WORKLOADS
 
     runner.load_registries(FAULT_FILES)
     return sys.modules[WORKLOADS["fault-control-ok"].source].EXPECTED
@@ -134,7 +135,7 @@ def test_hang_times_out_and_its_tree_is_killed_exit_code_1(tmp_path, monkeypatch
 
 
 def test_memory_cap_applies_to_cpu_cases_only():
-    from harness.isolation import memory_limit_bytes
+    from harness.run.isolation import memory_limit_bytes
 
     spec = {"limits": {"max_memory_bytes": 1 << 30}, "case": {"device": "cpu"}}
     assert memory_limit_bytes(spec) == 1 << 30

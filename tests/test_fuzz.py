@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from harness.display import results_table
-from harness.journal import read_journal
-from harness.schema import RunFileError, load_run, run_from_dict
-from harness.store import HistoryStore
+from harness.model.schema import RunFileError, load_run, run_from_dict
+from harness.report.display import results_table
+from harness.run.journal import read_journal
+from harness.run.store import HistoryStore
 
 DATA = Path(__file__).resolve().parent / "data"
 V1_FILES = sorted(DATA.glob("run_v1_*.json"))
@@ -62,7 +62,7 @@ def _mutate(data: dict, path: tuple, value: Any, delete: bool) -> dict:
 
 def _consume(run) -> None:
     """What the harness does with a loaded run: table, history, compare against itself."""
-    from harness.compare import compare_runs
+    from harness.analysis.compare import compare_runs
 
     Console(file=io.StringIO(), width=200).print(results_table(run))
     with HistoryStore(":memory:") as store:
@@ -132,7 +132,7 @@ def test_damaged_journal_is_a_clear_error(tmp_path_factory, lines, tail):
 @given(st.dictionaries(st.sampled_from(["defaults", "suite", "workload", "case", "other"]),
                        st.dictionaries(st.text(max_size=12), json_values, max_size=3), max_size=3))
 def test_thresholds_config_is_refused_clearly(data):
-    from harness.thresholds import ThresholdConfigError, config_from_dict
+    from harness.analysis.thresholds import ThresholdConfigError, config_from_dict
 
     try:
         config_from_dict(data, "<fuzz>")

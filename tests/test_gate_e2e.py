@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
-from harness.compare import MISSING, compare_runs
-from harness.expected import DEFAULT_DIR, check
-from harness.pytest_bench import import_file
-from harness.runner import RunOptions, execute
+from harness.analysis.compare import MISSING, compare_runs
+from harness.analysis.expected import DEFAULT_DIR, check
+from harness.cli.main import main
+from harness.interop.pytest_bench import import_file
+from harness.run.runner import RunOptions, execute
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = {"min_time_s": 0.1, "min_samples": 10, "max_time_s": 2.0}

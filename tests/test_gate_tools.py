@@ -13,15 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.ab import AbError, parse_env_pairs, schedule
-from harness.cli import main
-from harness.compare import compare_runs
-from harness.expected import EXPECTED_FORMAT, check, update
-from harness.noise import analyze_noise, load_noise_table, save_noise
-from harness.pytest_bench import PytestBenchmarkFileError, export_run, import_data
-from harness.schema import Run, save_run
-from harness.synthetic import SYNTHETIC_ENV, synthetic_case, synthetic_record, synthetic_run
-from harness.thresholds import ThresholdConfigError, load_thresholds
+from harness.analysis.compare import compare_runs
+from harness.analysis.expected import EXPECTED_FORMAT, check, update
+from harness.analysis.noise import analyze_noise, load_noise_table, save_noise
+from harness.analysis.thresholds import ThresholdConfigError, load_thresholds
+from harness.cli.main import main
+from harness.experiments.ab import AbError, parse_env_pairs, schedule
+from harness.interop.pytest_bench import PytestBenchmarkFileError, export_run, import_data
+from harness.model.schema import Run, save_run
+from harness.testing.synthetic import SYNTHETIC_ENV, synthetic_case, synthetic_record, synthetic_run
 
 # ---------------------------------------------------------------- thresholds
 
@@ -234,7 +234,7 @@ def test_workflows_validate_against_the_github_schema():
 
 def test_compare_run_ids_from_the_history_store(tmp_path):
     """A run id that has no run file left is loaded from OUT/history.sqlite."""
-    from harness.store import HistoryStore
+    from harness.run.store import HistoryStore
 
     with HistoryStore(tmp_path / "history.sqlite") as store:
         store.ingest(synthetic_run(2, 1, run_id="stored-base"))

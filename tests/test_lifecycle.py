@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.lifecycle import (
+from harness.experiments.lifecycle import (
     ArtifactError,
     ColdStartOptions,
     check_artifact,
@@ -12,7 +12,7 @@ from harness.lifecycle import (
     sha256_of,
     speedup_vs_cold,
 )
-from harness.shapes import SweepOptions, expected_recompiles, sweep
+from harness.experiments.shapes import SweepOptions, expected_recompiles, sweep
 
 
 def test_expected_recompiles_per_policy():
@@ -102,7 +102,7 @@ def test_hitting_recompile_limit_is_reported_and_dtype_triggers_a_recompile():
 
 
 def test_cli_rejects_bad_lifecycle_options(capsys):
-    from harness.cli import main
+    from harness.cli.main import main
 
     assert main(["coldstart", "--rows", "jit_cold,bogus"]) == 2
     assert main(["sweep", "--policies", "sometimes"]) == 2

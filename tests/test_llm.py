@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import suites.llm as llm
-from harness.workloads import WorkloadContext
+from harness.model.workloads import WorkloadContext
 
 # published parameter counts of the shipped full-size architectures
 FULL_PARAMS = {
@@ -189,7 +189,7 @@ def test_recompile_watch_tolerates_compile_then_one_warmup_recompile(monkeypatch
 
 def test_reduce_overhead_compiler_is_available_and_suites_plan():
     from compiler import get_compiler
-    from harness.runner import RunOptions, plan_cases
+    from harness.run.runner import RunOptions, plan_cases
 
     assert get_compiler(llm.REDUCE_OVERHEAD).mode == "reduce-overhead"
     cases, _ = plan_cases(RunOptions(suite="llm"))
@@ -211,7 +211,7 @@ def smoke_run(tmp_path_factory):
     (one process per case). Workers get one OpenMP thread: on a shared, oversubscribed CI
     box spinning threads made a tiny model's step 20x slower, and a test checks behaviour,
     not speed."""
-    from harness.runner import RunOptions, execute
+    from harness.run.runner import RunOptions, execute
 
     out = tmp_path_factory.mktemp("llm-results")
     policy = {"min_time_s": 0.2, "min_samples": 5, "warmup": 2, "max_time_s": 3.0}

@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from harness.charts import MAX_BAR_ROWS, report_charts, speedup_bars
-from harness.cli import main
-from harness.report import compare_for_report, grouped_reasons, render_report, write_report
-from harness.schema import Case, Record, Run, save_run
-from harness.synthetic_history import SyntheticSpec, synthetic_run
+from harness.cli.main import main
+from harness.model.schema import Case, Record, Run, save_run
+from harness.report.charts import MAX_BAR_ROWS, report_charts, speedup_bars
+from harness.report.report import compare_for_report, grouped_reasons, render_report, write_report
+from harness.testing.synthetic_history import SyntheticSpec, synthetic_run
 
 HOSTILE_NAME = "<script>alert('name')</script>$x$"
 HOSTILE_MESSAGE = "</script><img src=x onerror=\"window.__pwned=1\">"

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import runner
-from harness.journal import Journal, ResumeError, journal_path, read_journal
-from harness.schema import Case, Record, RunFileError, load_run
+from harness.model.schema import Case, Record, RunFileError, load_run
+from harness.run import runner
+from harness.run.journal import Journal, ResumeError, journal_path, read_journal
 
 ROOT = Path(__file__).resolve().parent.parent
 FAULTS = ROOT / "tests" / "faults"
@@ -87,7 +87,7 @@ def test_resumed_run_equals_full_run_and_runs_only_missing_cases(tmp_path, monke
     assert resumed.config["resumed"][0]["cases_from_journal"] == 2
     assert not journal_path(out, partial.run_id).exists()
 
-    from harness.store import HistoryStore
+    from harness.run.store import HistoryStore
 
     with HistoryStore(out / "history.sqlite") as store:  # the interrupted ingest was replaced, not doubled
         assert store.run_ids() == [partial.run_id]

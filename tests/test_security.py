@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from harness.schema import Record, load_run
+from harness.model.schema import Record, load_run
 
 ROOT = Path(__file__).resolve().parent.parent
 V1 = ROOT / "tests" / "data" / "run_v1_faults.json"
@@ -44,7 +44,7 @@ def _hostile_run():
 
 
 def test_hostile_names_are_escaped_in_the_html_report(tmp_path):
-    from harness.report import write_report
+    from harness.report.report import write_report
 
     html = Path(write_report(_hostile_run(), tmp_path / "r.html")).read_text()
     assert "alert(1)" in html  # the text is there...
@@ -52,8 +52,8 @@ def test_hostile_names_are_escaped_in_the_html_report(tmp_path):
 
 
 def test_hostile_names_are_escaped_in_the_markdown_gate():
-    from harness.compare import compare_runs
-    from harness.gate_output import markdown
+    from harness.analysis.compare import compare_runs
+    from harness.report.gate_output import markdown
 
     run = _hostile_run()
     cmp = compare_runs([run], [run], allow_mismatch=True)
@@ -62,7 +62,7 @@ def test_hostile_names_are_escaped_in_the_markdown_gate():
 
 
 def test_workers_run_offline():
-    from harness.runner import worker_env
+    from harness.run.runner import worker_env
 
     env = worker_env(Path("/tmp/x"))
     assert env["HF_HUB_OFFLINE"] == "1" and env["TRANSFORMERS_OFFLINE"] == "1"

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.cli import main
-from harness.merge import MergeError, merge_runs
-from harness.multigpu import GpuPlanError, GpuPool, parse_gpus
-from harness.schema import Case, Record, Run, load_run, save_run
-from harness.shard import ShardError, apply_shard, history_costs, parse_shard, partition, select_shard
-from harness.store import HistoryStore
+from harness.cli.main import main
+from harness.model.schema import Case, Record, Run, load_run, save_run
+from harness.run.merge import MergeError, merge_runs
+from harness.run.multigpu import GpuPlanError, GpuPool, parse_gpus
+from harness.run.shard import ShardError, apply_shard, history_costs, parse_shard, partition, select_shard
+from harness.run.store import HistoryStore
 
 ids = st.lists(st.text(alphabet="abcdefgh/-0123456789", min_size=1, max_size=12), min_size=0, max_size=60, unique=True)
 

@@ -6,8 +6,8 @@ import multiprocessing as mp
 import sqlite3
 from pathlib import Path
 
-from harness.schema import Record, Run, load_run
-from harness.store import HistoryStore
+from harness.model.schema import Record, Run, load_run
+from harness.run.store import HistoryStore
 
 V1 = Path(__file__).resolve().parent / "data" / "run_v1_faults.json"
 RUNS_PER_WRITER = 15

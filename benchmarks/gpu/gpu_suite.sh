@@ -25,7 +25,7 @@ mkdir -p "$OUT/results"
 (nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true) > "$OUT/gpu-info.txt" 2>&1
 "$PY" -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available(), 'transformers', transformers.__version__)" | tee "$OUT/versions.txt"
 "$PY" - <<'PY' | tee "$OUT/preflight.txt"
-from harness.runner import load_registries
+from harness.run.runner import load_registries
 load_registries([])
 from suites.gpu import missing_workloads, required_workloads
 print("gpu suite workloads:", required_workloads(), "missing:", missing_workloads() or "none")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from harness.runner import summarize_statuses  # noqa: E402
-from harness.schema import load_run  # noqa: E402
+from harness.model.schema import load_run  # noqa: E402
+from harness.run.runner import summarize_statuses  # noqa: E402
 
 
 def fmt(value: float | None, spec: str = ".3g") -> str:

@@ -24,7 +24,7 @@ def host_oom(ctx):
 
     import torch
 
-    from harness.worker import CaseSkipped
+    from harness.measure.worker import CaseSkipped
 
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft == resource.RLIM_INFINITY:

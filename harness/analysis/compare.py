@@ -1,0 +1,616 @@
+"""Compare two sets of runs case by case and decide, per metric, whether head regressed.
+
+A verdict needs two things (a gate that cries wolf gets switched off, one that misses 5%
+lets it ship):
+  * significance from the raw samples: a two-sided Mann-Whitney U test (scipy) AND a
+    bootstrap confidence interval on the ratio of medians (head / base) that excludes 1;
+  * an effect beyond the metric's threshold (harness/analysis/thresholds.py).
+
+What a "sample" is depends on how many processes measured the case. One process per side
+(a plain `run`): the raw per-call samples, which capture in-process noise only; the
+threshold absorbs the process-to-process part, and `compilebench noise` measures it. Four
+or more processes per side (`compilebench ab --rounds 5`, or folders of repeated runs): one
+median per process, so the test sees the process-to-process noise itself.
+
+Speedup is judged on paired per-round ratios eager_i / compiled_i: the worker interleaves
+eager and compiled round by round, so machine drift (a noisy neighbour, clock changes) hits
+both halves of a pair alike and cancels in the ratio.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from harness.analysis.thresholds import COUNT_METRICS, ThresholdConfig, Thresholds
+from harness.model.schema import Record, Run, RunFileError
+
+# verdicts, worst first (the order of the markdown report)
+REGRESSION, NOW_FAILING, MISSING, NOISY = "regression", "now failing", "missing", "noisy"
+IMPROVEMENT, NOW_PASSING, NEW, UNCHANGED = "improvement", "now passing", "new", "unchanged"
+STILL_FAILING, NOT_APPLICABLE = "still failing", "n/a"
+VERDICT_ORDER = (REGRESSION, NOW_FAILING, MISSING, NOISY, IMPROVEMENT, NOW_PASSING, NEW, STILL_FAILING, UNCHANGED,
+                 NOT_APPLICABLE)
+DEFAULT_FAIL_ON = (REGRESSION, NOW_FAILING)
+# below 4 per side a two-sided U test on process medians cannot reach p < 0.05 (3 vs 3: p >= 0.1)
+MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST = 4
+BOOTSTRAP_RESAMPLES = 1000
+SMALL_SAMPLE = 64  # below this, bootstrap by plain resampling
+DRIFT_SHARE = 0.5  # eager moving by this share of a latency change explains it as drift
+
+# environment fields that make a comparison meaningless when they differ
+HARDWARE_FIELDS = ("machine", "cpu_model", "device names")
+COMPILER_FIELDS = ("torch_version", "torch_git", "torch_cuda", "torch_hip", "packages.triton", "packages.pytorch-triton")
+
+
+class EnvironmentMismatchError(RunFileError):
+    """Base and head ran on different hardware or compiler versions (message names the field)."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str  # also the threshold key
+    unit: str
+    higher_is_better: bool
+    kind: str  # "timing" (raw samples), "scalar" (one value per process), "count", "exact"
+
+
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("speedup", "x", True, "timing"),
+    Metric("latency", "s", False, "timing"),
+    Metric("compile_time", "s", False, "scalar"),
+    Metric("peak_memory", "B", False, "scalar"),
+    Metric("graph_breaks", "", False, "count"),
+    Metric("recompiles", "", False, "count"),
+    Metric("accuracy", "", True, "exact"),
+)}
+
+
+@dataclass
+class MetricResult:
+    metric: str
+    verdict: str
+    base: float | str | None = None
+    head: float | str | None = None
+    change: float | None = None  # relative (head/base - 1) or, for counts, head - base
+    p_value: float | None = None
+    ci: tuple[float, float] | None = None  # CI of head/base
+    threshold: float | int | None = None
+    n_base: int = 0
+    n_head: int = 0
+    mdc: float | None = None  # smallest relative change this comparison can detect
+    note: str = ""
+
+
+@dataclass
+class CaseResult:
+    case_id: str
+    workload: str
+    suite: str
+    verdict: str
+    status_base: str | None
+    status_head: str | None
+    metrics: list[MetricResult] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    error: str = ""
+    # eager median change in the same processes: the machine's drift (None: not measurable)
+    eager_change: float | None = None
+
+    def metric(self, name: str) -> MetricResult | None:
+        return next((m for m in self.metrics if m.metric == name), None)
+
+
+@dataclass
+class Comparison:
+    base: dict[str, Any]
+    head: dict[str, Any]
+    cases: list[CaseResult]
+    mismatches: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    thresholds_source: str = "<defaults>"
+
+    def counts(self) -> dict[str, int]:
+        out = dict.fromkeys(VERDICT_ORDER, 0)
+        for c in self.cases:
+            out[c.verdict] += 1
+        return {k: v for k, v in out.items() if v}
+
+    def failing(self, fail_on: Iterable[str] = DEFAULT_FAIL_ON) -> list[CaseResult]:
+        wanted = set(fail_on)
+        return [c for c in self.cases if c.verdict in wanted]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"base": self.base, "head": self.head, "counts": self.counts(), "mismatches": self.mismatches,
+                "warnings": self.warnings, "thresholds": self.thresholds_source,
+                "cases": [_jsonable(asdict(c)) for c in self.cases]}
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+# ---------------------------------------------------------------- sample extraction
+
+def _dict(value: Any) -> Mapping[str, Any]:
+    """A record field that should be a mapping; anything else (a damaged or foreign run
+    file) reads as empty, so compare judges what it can instead of crashing."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _samples(block: Any) -> np.ndarray:
+    """Finite, positive per-call samples of a variant block (empty when there are none)."""
+    raw = _dict(block).get("samples_s")
+    if not isinstance(raw, (list, tuple)):
+        return np.empty(0)
+    try:
+        a = np.asarray(raw, dtype=float)  # the common case, at C speed
+    except (TypeError, ValueError):
+        a = np.asarray([float(v) for v in raw if isinstance(v, (int, float))], dtype=float)
+    if a.ndim != 1:
+        return np.empty(0)
+    return a[np.isfinite(a) & (a > 0)]
+
+
+def _timing_samples(record: Record, metric: str) -> np.ndarray | None:
+    eager, compiled = _samples(record.eager), _samples(record.compiled)
+    if metric == "latency":
+        samples = compiled if compiled.size else eager
+        return samples if samples.size else None
+    # speedup: paired per-round ratios (the worker interleaves eager and compiled rounds)
+    if not eager.size or not compiled.size:
+        return None
+    n = min(eager.size, compiled.size)
+    return eager[:n] / compiled[:n]
+
+
+def _scalar(record: Record, metric: str) -> float | None:
+    m = _dict(record.metrics)
+    if metric == "compile_time":
+        value = m.get("compile_time_s")
+    elif metric == "peak_memory":
+        value = _dict(record.compiled or record.eager).get("peak_memory_bytes")
+    else:
+        value = m.get(metric)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _accuracy(record: Record) -> str | None:
+    status = _dict(_dict(record.metrics).get("accuracy")).get("status")
+    return status if isinstance(status, str) else None
+
+
+# ---------------------------------------------------------------- statistics
+
+def _quantiles(sorted_units: np.ndarray, qs: Sequence[float]) -> list[float]:
+    """numpy's default (linear) quantiles of an already sorted array, without numpy's
+    per-call overhead: compare computes thousands of them."""
+    n = sorted_units.size
+    out = []
+    for q in qs:
+        pos = q * (n - 1)
+        lo = int(pos)
+        hi = min(lo + 1, n - 1)
+        out.append(float(sorted_units[lo] + (sorted_units[hi] - sorted_units[lo]) * (pos - lo)))
+    return out
+
+
+def _median_rel_se(sorted_units: np.ndarray) -> float:
+    """Relative standard error of the median, from the IQR (robust to the timing tail)."""
+    if sorted_units.size < 2:
+        return math.inf
+    q1, med, q3 = _quantiles(sorted_units, (0.25, 0.5, 0.75))
+    if med <= 0:
+        return math.inf
+    return 1.2533 * ((q3 - q1) / 1.349) / math.sqrt(sorted_units.size) / med
+
+
+def minimum_detectable_change(base: np.ndarray, head: np.ndarray) -> float:
+    """Smallest relative change a two-sided 5% test detects with 80% power, given the spread
+    of both sides (2.8 standard errors of the ratio of medians)."""
+    return 2.8 * math.sqrt(_median_rel_se(np.sort(base)) ** 2 + _median_rel_se(np.sort(head)) ** 2)
+
+
+@functools.lru_cache(maxsize=512)
+def _median_cdf(n: int) -> np.ndarray:
+    """Exact bootstrap distribution of the median, as a CDF over the sorted samples:
+    P(median of a resample <= j-th smallest sample). The resample size r is n, or n - 1 when
+    n is even so the median is one order statistic; a resample's m-th smallest is <= x_(j)
+    iff at least m of its r draws are, i.e. P(Binom(r, j/n) >= m)."""
+    from scipy.stats import binom
+
+    r = n if n % 2 else n - 1
+    m = (r + 1) // 2
+    cdf = binom.sf(m - 1, r, np.arange(1, n + 1) / n)
+    return cdf / cdf[-1]
+
+
+def bootstrap_ratio_of_medians(numerator: np.ndarray, denominator: np.ndarray, confidence: float = 0.95,
+                               n_boot: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float, float]:
+    """(point, low, high) percentile-bootstrap CI of median(numerator) / median(denominator).
+
+    Same answer as resampling both sets and taking medians (stats.ratio_of_medians_ci), but
+    each side's resampled median is drawn from its exact distribution (`_median_cdf`), so a
+    thousand resamples cost microseconds instead of milliseconds: the gate decides 1,000
+    cases in well under the 2 s budget even when every case changed."""
+    a, b = np.sort(numerator), np.sort(denominator)
+    point = _quantiles(a, (0.5,))[0] / _quantiles(b, (0.5,))[0]
+    rng = np.random.default_rng(seed)
+    ratios = np.sort(_resampled_medians(a, n_boot, rng) / _resampled_medians(b, n_boot, rng))
+    alpha = (1 - confidence) / 2
+    low, high = _quantiles(ratios, (alpha, 1 - alpha))
+    return float(point), low, high
+
+
+def _resampled_medians(sorted_samples: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """Medians of n_boot bootstrap resamples. Small sets are resampled outright (cheap, and
+    exact for even sizes, where the median averages two order statistics); large ones draw
+    the median from its exact distribution."""
+    n = sorted_samples.size
+    if n <= SMALL_SAMPLE:
+        return np.median(sorted_samples[rng.integers(0, n, size=(n_boot, n))], axis=1)
+    idx = np.minimum(np.searchsorted(_median_cdf(n), rng.random(n_boot)), n - 1)
+    return sorted_samples[idx]
+
+
+def _units(groups: Sequence[np.ndarray]) -> tuple[np.ndarray, str]:
+    """What the test runs on: one median per process when there are enough processes, else
+    the pooled raw samples of the process(es)."""
+    if len(groups) >= MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST:
+        return np.asarray([float(np.median(g)) for g in groups]), "per-process medians"
+    return (groups[0] if len(groups) == 1 else np.concatenate(groups)), "raw samples"
+
+
+def _is_bad(change: float, metric: Metric) -> bool:
+    return change < 0 if metric.higher_is_better else change > 0
+
+
+@dataclass
+class _Pending:
+    """A change beyond its threshold, waiting for its significance tests (run in batches:
+    scipy's U test costs about the same for one pair of arrays as for a thousand)."""
+
+    result: MetricResult
+    metric: Metric
+    base: np.ndarray
+    head: np.ndarray
+    alpha: float
+
+
+def _timing_result(metric: Metric, base_groups: list[np.ndarray], head_groups: list[np.ndarray],
+                   thresholds: Thresholds) -> tuple[MetricResult, _Pending | None]:
+    threshold = thresholds.get(metric.name)
+    base, unit_kind = _units(base_groups)
+    head, _ = _units(head_groups)
+    sb, sh = np.sort(base), np.sort(head)
+    bmed, hmed = _quantiles(sb, (0.5,))[0], _quantiles(sh, (0.5,))[0]
+    result = MetricResult(metric.name, UNCHANGED, bmed, hmed, threshold=threshold, n_base=base.size,
+                          n_head=head.size, note=unit_kind)
+    if bmed <= 0 or base.size < 2 or head.size < 2:
+        result.verdict, result.note = NOT_APPLICABLE, "too few samples to test"
+        return result, None
+    result.change = hmed / bmed - 1.0
+    result.mdc = 2.8 * math.sqrt(_median_rel_se(sb) ** 2 + _median_rel_se(sh) ** 2)
+    if threshold is not None and abs(result.change) >= threshold:
+        return result, _Pending(result, metric, base, head, thresholds.alpha)
+    if threshold is not None and result.mdc > threshold:
+        result.verdict = NOISY
+        result.note = f"{unit_kind}; spread too high to judge: detects {result.mdc:.1%}, threshold {threshold:.1%}"
+    return result, None
+
+
+def _resolve(pending: Sequence[_Pending]) -> None:
+    """Run the U tests and, where significant, the bootstrap CIs, batched by sample sizes
+    (numpy and scipy cost about the same for one pair of arrays as for a thousand); set
+    each pending result's verdict."""
+    from scipy.stats import mannwhitneyu
+
+    groups: dict[tuple[int, int], list[_Pending]] = {}
+    for p in pending:
+        groups.setdefault((p.base.size, p.head.size), []).append(p)
+    for items in groups.values():
+        pvalues = np.atleast_1d(mannwhitneyu(np.stack([p.head for p in items]), np.stack([p.base for p in items]),
+                                             alternative="two-sided", axis=1).pvalue)
+        significant = []
+        for p, pvalue in zip(items, pvalues, strict=True):
+            p.result.p_value = float(pvalue)
+            if pvalue < p.alpha:
+                significant.append(p)
+            else:
+                r = p.result
+                r.verdict = NOISY if (r.mdc or 0) > (r.threshold or 0) else UNCHANGED
+                r.note = f"{r.note}; change not significant (U test p={pvalue:.2g})"
+        for alpha in sorted({p.alpha for p in significant}):
+            batch = [p for p in significant if p.alpha == alpha]
+            cis = bootstrap_ratio_cis([p.head for p in batch], [p.base for p in batch], confidence=1 - alpha)
+            for p, ci in zip(batch, cis, strict=True):
+                _decide(p, ci)
+
+
+def bootstrap_ratio_cis(numerators: Sequence[np.ndarray], denominators: Sequence[np.ndarray],
+                        confidence: float = 0.95, n_boot: int = BOOTSTRAP_RESAMPLES,
+                        seed: int = 0) -> list[tuple[float, float]]:
+    """`bootstrap_ratio_of_medians` for many pairs of equal sizes at once: (low, high) each."""
+    nn, nd = numerators[0].size, denominators[0].size
+    if min(nn, nd) <= SMALL_SAMPLE:
+        return [bootstrap_ratio_of_medians(a, b, confidence, n_boot, seed)[1:] for a, b in zip(numerators,
+                                                                                               denominators, strict=True)]
+    rng = np.random.default_rng(seed)
+    a, b = np.sort(np.stack(numerators), axis=1), np.sort(np.stack(denominators), axis=1)
+    k = a.shape[0]
+    ia = np.minimum(np.searchsorted(_median_cdf(nn), rng.random((k, n_boot))), nn - 1)
+    ib = np.minimum(np.searchsorted(_median_cdf(nd), rng.random((k, n_boot))), nd - 1)
+    ratios = np.take_along_axis(a, ia, axis=1) / np.take_along_axis(b, ib, axis=1)
+    alpha = (1 - confidence) / 2
+    lows, highs = np.quantile(ratios, [alpha, 1 - alpha], axis=1)
+    return list(zip(lows.tolist(), highs.tolist(), strict=True))
+
+
+def _decide(p: _Pending, ci: tuple[float, float]) -> None:
+    r = p.result
+    low, high = ci
+    r.ci = (low, high)
+    if low > 1.0 or high < 1.0:
+        r.verdict = REGRESSION if _is_bad(r.change or 0.0, p.metric) else IMPROVEMENT
+    else:
+        r.verdict, r.note = NOISY, f"{r.note}; U test significant but the CI includes no change"
+
+
+def _scalar_result(metric: Metric, base_vals: list[float], head_vals: list[float],
+                   thresholds: Thresholds) -> tuple[MetricResult, _Pending | None]:
+    """One value per process (compile time, peak memory): tested like timings once both
+    sides have enough processes, else judged by the threshold alone (and said so)."""
+    threshold = thresholds.get(metric.name)
+    if len(base_vals) >= MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST and len(head_vals) >= MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST:
+        return _timing_result(metric, [np.asarray([v]) for v in base_vals], [np.asarray([v]) for v in head_vals],
+                              thresholds)
+    b, h = _quantiles(np.sort(base_vals), (0.5,))[0], _quantiles(np.sort(head_vals), (0.5,))[0]
+    result = MetricResult(metric.name, UNCHANGED, b, h, threshold=threshold, n_base=len(base_vals),
+                          n_head=len(head_vals), note="one value per process: threshold only")
+    if b <= 0:
+        result.verdict = NOT_APPLICABLE if h <= 0 else UNCHANGED
+        return result, None
+    result.change = h / b - 1.0
+    if threshold is not None and abs(result.change) >= threshold:
+        result.verdict = REGRESSION if _is_bad(result.change, metric) else IMPROVEMENT
+    return result, None
+
+
+def _count_result(metric: Metric, base_vals: list[float], head_vals: list[float], thresholds: Thresholds) -> MetricResult:
+    allowed = thresholds.get(metric.name)
+    b, h = max(base_vals), max(head_vals)  # deterministic; max so one bad round shows
+    result = MetricResult(metric.name, UNCHANGED, b, h, change=h - b, threshold=allowed,
+                          n_base=len(base_vals), n_head=len(head_vals))
+    if h - b > (allowed if allowed is not None else 0):
+        result.verdict = REGRESSION
+    elif h < b:
+        result.verdict = IMPROVEMENT
+    return result
+
+
+def _accuracy_result(base: list[Record], head: list[Record]) -> MetricResult | None:
+    b = {_accuracy(r) for r in base} - {None}
+    h = {_accuracy(r) for r in head} - {None}
+    if not b or not h:
+        return None
+    bs, hs = ("fail" if "fail" in b else "pass"), ("fail" if "fail" in h else "pass")
+    verdict = UNCHANGED
+    if bs == "pass" and hs == "fail":
+        verdict = REGRESSION
+    elif bs == "fail" and hs == "pass":
+        verdict = IMPROVEMENT
+    return MetricResult("accuracy", verdict, bs, hs, n_base=len(base), n_head=len(head), note="pass -> fail regresses")
+
+
+# ---------------------------------------------------------------- per case
+
+def _status(records: list[Record]) -> str:
+    """The case's status on one side: ok only when every process measured it ok."""
+    return next((r.status for r in records if r.status != "ok"), "ok")
+
+
+Judged = tuple[MetricResult | None, "_Pending | None"]
+
+
+def _metric_result(metric: Metric, base: list[Record], head: list[Record], thresholds: Thresholds) -> Judged:
+    if metric.kind == "timing":
+        bg = [s for s in (_timing_samples(r, metric.name) for r in base) if s is not None and s.size]
+        hg = [s for s in (_timing_samples(r, metric.name) for r in head) if s is not None and s.size]
+        return _timing_result(metric, bg, hg, thresholds) if bg and hg else (None, None)
+    if metric.kind == "exact":
+        return _accuracy_result(base, head), None
+    bv = [v for v in (_scalar(r, metric.name) for r in base) if v is not None]
+    hv = [v for v in (_scalar(r, metric.name) for r in head) if v is not None]
+    if not bv or not hv:
+        return None, None
+    if metric.name in COUNT_METRICS:
+        return _count_result(metric, bv, hv, thresholds), None
+    return _scalar_result(metric, bv, hv, thresholds)
+
+
+def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds: Thresholds,
+                metrics: Sequence[str] | None) -> tuple[CaseResult, list[_Pending]]:
+    ref = (head or base)[0].case
+    result = CaseResult(case_id, ref.workload, ref.suite, UNCHANGED, None, None)
+    if not base:
+        result.verdict, result.status_head = NEW, _status(head)
+        return result, []
+    if not head:
+        result.verdict, result.status_base = MISSING, _status(base)
+        return result, []
+    result.status_base, result.status_head = _status(base), _status(head)
+    if result.status_base == "ok" and result.status_head != "ok" and thresholds.enabled("status"):
+        result.verdict = NOW_FAILING
+        err = next((r.error for r in head if r.status != "ok" and r.error), None) or {}
+        result.error = f"{err.get('type', '')}: {err.get('message', '')}"[:300]
+        return result, []
+    if result.status_base != "ok":
+        result.verdict = STILL_FAILING if result.status_head != "ok" else NOW_PASSING
+        return result, []
+    if result.status_head != "ok":  # status gating switched off: nothing to measure
+        return result, []
+    pending = []
+    for name in metrics or METRICS:
+        if not thresholds.enabled(name):
+            continue
+        mr, p = _metric_result(METRICS[name], base, head, thresholds)
+        if mr is not None:
+            result.metrics.append(mr)
+        if p is not None:
+            pending.append(p)
+    result.eager_change = _eager_drift(base, head)
+    return result, pending
+
+
+def _eager_drift(base: list[Record], head: list[Record]) -> float | None:
+    """How much the eager baseline moved between the base and head processes. Eager runs
+    the same code on both sides of a compiler A/B, so this is the machine, not the change
+    under test. Only for one-process-per-side compares of compiled cases (with more
+    processes the per-process test carries the between-process noise itself)."""
+    if min(len(base), len(head)) >= MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST:
+        return None
+    if not all(_samples(r.compiled).size for r in base + head):
+        return None
+    b = np.concatenate([_samples(r.eager) for r in base])
+    h = np.concatenate([_samples(r.eager) for r in head])
+    if b.size < 2 or h.size < 2:
+        return None
+    return float(np.median(h) / np.median(b) - 1.0)
+
+
+def _discount_drift(result: CaseResult) -> None:
+    """A latency verdict whose size the in-process eager control matched (same direction, at
+    least half as large) is machine drift: noisy, not a regression. Speedup, judged on the
+    paired ratios, still sees a change that is the compiled code's alone."""
+    drift, latency = result.eager_change, result.metric("latency")
+    if drift is None or latency is None or latency.change is None or latency.verdict not in (REGRESSION, IMPROVEMENT):
+        return
+    if drift * latency.change > 0 and abs(drift) >= DRIFT_SHARE * abs(latency.change):
+        latency.verdict = NOISY
+        latency.note = (f"{latency.note}; eager moved {drift:+.1%} in the same processes: machine drift, "
+                        "not the compiled code")
+
+
+def _finish_case(result: CaseResult) -> None:
+    _discount_drift(result)
+    if result.metrics:
+        result.verdict = _worst([m.verdict for m in result.metrics]) or UNCHANGED
+
+
+def compare_case(case_id: str, base: list[Record], head: list[Record], thresholds: Thresholds,
+                 metrics: Sequence[str] | None = None) -> CaseResult:
+    """Verdicts for one case from its base and head records (one record per process)."""
+    result, pending = _judge_case(case_id, base, head, thresholds, metrics)
+    _resolve(pending)
+    _finish_case(result)
+    return result
+
+
+def _worst(verdicts: Iterable[str]) -> str | None:
+    ranked = [v for v in verdicts if v not in (NOT_APPLICABLE,)]
+    return min(ranked, key=VERDICT_ORDER.index) if ranked else None
+
+
+# ---------------------------------------------------------------- whole runs
+
+def group_records(runs: Sequence[Run]) -> dict[str, list[Record]]:
+    """case_id -> records from every run (several when a case was measured in several
+    processes: ab rounds, repeated runs)."""
+    out: dict[str, list[Record]] = {}
+    for run in runs:
+        for record in run.records:
+            out.setdefault(record.case_id, []).append(record)
+    return out
+
+
+def _env_field(env: Mapping[str, Any], name: str) -> Any:
+    if name == "device names":
+        devices = _dict(env.get("devices"))
+        return sorted(str(d.get("name")) for d in devices.values() if isinstance(d, Mapping) and d.get("name")) or None
+    value: Any = env
+    for part in name.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+def environment_mismatches(base: Sequence[Run], head: Sequence[Run],
+                           fields: Sequence[str] = HARDWARE_FIELDS + COMPILER_FIELDS) -> list[str]:
+    """Fields that differ between the runs (also within one side), as 'field: base vs head'."""
+    out = []
+    for name in fields:
+        bvals = {repr(_env_field(r.environment, name)) for r in base}
+        hvals = {repr(_env_field(r.environment, name)) for r in head}
+        if bvals != hvals or len(bvals) > 1 or len(hvals) > 1:
+            out.append(f"{name}: base {' / '.join(sorted(bvals))} vs head {' / '.join(sorted(hvals))}")
+    return out
+
+
+def describe_side(runs: Sequence[Run]) -> dict[str, Any]:
+    env = runs[0].environment if runs else {}
+    return {"run_ids": [r.run_id for r in runs], "labels": sorted({r.label for r in runs if r.label}),
+            "torch": env.get("torch_version"), "cpu_model": env.get("cpu_model"),
+            "git_commit": env.get("git_commit"), "host": env.get("host")}
+
+
+NoiseTable = Mapping[str, Mapping[str, float]]  # case_id -> metric -> minimum detectable change
+
+
+def compare_runs(base: Sequence[Run], head: Sequence[Run], config: ThresholdConfig | None = None, *,
+                 metrics: Sequence[str] | None = None, allow_mismatch: bool = False,
+                 ignore_fields: Sequence[str] = (), noise: NoiseTable | None = None) -> Comparison:
+    """Join base and head on case_id and decide every case. Raises EnvironmentMismatchError
+    when hardware or compiler versions differ, unless allow_mismatch (then it warns)."""
+    if not base or not head:
+        raise RunFileError("compare needs at least one base run and one head run")
+    for name in metrics or ():
+        if name not in METRICS:
+            raise RunFileError(f"unknown metric {name!r}; known: {', '.join(METRICS)}")
+    config = config or ThresholdConfig()
+    fields = [f for f in HARDWARE_FIELDS + COMPILER_FIELDS if f not in ignore_fields]
+    mismatches = environment_mismatches(base, head, fields)
+    warnings: list[str] = []
+    if mismatches and not allow_mismatch:
+        raise EnvironmentMismatchError(
+            "base and head differ in " + "; ".join(mismatches) + " (pass --allow-mismatch to compare anyway)")
+    if mismatches:
+        warnings.append("COMPARING ACROSS DIFFERENT ENVIRONMENTS: " + "; ".join(mismatches))
+    bmap, hmap = group_records(base), group_records(head)
+    ids = sorted(set(bmap) | set(hmap))
+    cases, pending = [], []
+    for case_id in ids:
+        ref = (hmap.get(case_id) or bmap[case_id])[0].case
+        thresholds = config.for_case(case_id, ref.workload, ref.suite)
+        result, waiting = _judge_case(case_id, bmap.get(case_id, []), hmap.get(case_id, []), thresholds, metrics)
+        cases.append(result)
+        pending.extend(waiting)
+    _resolve(pending)
+    for result in cases:
+        _finish_case(result)
+        _flag_noise(result, noise or {})
+    cases.sort(key=lambda c: (VERDICT_ORDER.index(c.verdict), c.case_id))
+    return Comparison(describe_side(base), describe_side(head), cases, mismatches, warnings, config.source)
+
+
+def _flag_noise(result: CaseResult, noise: NoiseTable) -> None:
+    """Flag metrics whose measured A/A spread (compilebench noise) or in-comparison spread
+    exceeds the threshold: a verdict there is a coin toss."""
+    measured = noise.get(result.case_id, {})
+    for m in result.metrics:
+        threshold = m.threshold if isinstance(m.threshold, float) else None
+        mdc = measured.get(m.metric)
+        if threshold is not None and mdc is not None and mdc > threshold:
+            result.flags.append(f"{m.metric}: A/A noise on this machine detects only {mdc:.1%} > threshold {threshold:.1%}")
+        elif m.verdict == NOISY:
+            result.flags.append(f"{m.metric}: {m.note}")

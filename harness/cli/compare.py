@@ -1,0 +1,345 @@
+"""Commands: compare, gate, ab, noise, expected, import-pytest-benchmark, export-pytest-benchmark.
+
+Exit codes (as for every compilebench command): 0 clean, 1 regression (or a failed expected
+check), 2 usage or input error (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.analysis.compare import (
+    DEFAULT_FAIL_ON,
+    METRICS,
+    MISSING,
+    VERDICT_ORDER,
+    Comparison,
+    compare_runs,
+)
+from harness.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CliError
+from harness.model.schema import Run, RunFileError
+
+GATE_FAIL_ON = (*DEFAULT_FAIL_ON, MISSING)  # a PR gate must not let a case disappear quietly
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    for name, fail_on, help_text in (
+        ("compare", DEFAULT_FAIL_ON, "compare two runs case by case; exit 1 on a regression"),
+        ("gate", GATE_FAIL_ON, "compare for CI: like compare, and a missing case also fails"),
+    ):
+        p = sub.add_parser(name, help=help_text, description=help_text + ". BASE/HEAD: run files, run ids "
+                           "(in OUT/runs or the history store), 'latest', or folders of run files (all of them: "
+                           "repeated runs or ab rounds count as several processes).")
+        p.add_argument("base", help="base run(s): file, run id, folder")
+        p.add_argument("head", help="head run(s): file, run id, folder")
+        _compare_options(p, fail_on)
+        p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("ab", help="A/B on this machine: the same cases under two Pythons, interleaved, then compare",
+                       description="Run cases alternately under --base-python and --head-python (per case and per "
+                                   "round), save each side-round as a run file, and compare. 4+ rounds test one "
+                                   "median per process: the most noise-robust gate.")
+    p.add_argument("--base-python", required=True, help="python of the base environment (e.g. main's venv)")
+    p.add_argument("--head-python", required=True, help="python of the head environment (e.g. the PR's venv)")
+    p.add_argument("--rounds", type=int, default=5, help="processes per case and side (default 5; 4+ test "
+                   "per-process medians)")
+    p.add_argument("--base-env", action="append", default=[], metavar="KEY=VALUE", help="env var for base workers")
+    p.add_argument("--head-env", action="append", default=[], metavar="KEY=VALUE", help="env var for head workers")
+    _selection_options(p)
+    _compare_options(p, GATE_FAIL_ON, with_out=False)
+    p.set_defaults(func=cmd_ab)
+
+    p = sub.add_parser("noise", help="A/A on this machine: per-case spread and the smallest change the gate detects")
+    p.add_argument("--rounds", type=int, default=3, help="A/A rounds (2 processes per case per round)")
+    p.add_argument("-o", "--output", help="write the noise JSON here (for compare --noise)")
+    p.add_argument("--python", default=sys.executable, help="python to measure with (default: this one)")
+    p.add_argument("--thresholds", help="thresholds TOML the too-noisy flags are judged against")
+    p.add_argument("--from-runs", nargs="+", metavar="RUN", help="analyse these A/A runs instead of running")
+    _selection_options(p)
+    p.set_defaults(func=cmd_noise)
+
+    p = sub.add_parser("expected", help="check or update the committed expected counts (graph breaks, recompiles, ...)")
+    p.add_argument("action", choices=("check", "update"))
+    p.add_argument("run", nargs="+", help="run file(s), run id(s) or 'latest'")
+    p.add_argument("--file", help="expected file (default results/expected/<suite>-<device>.json)")
+    p.add_argument("--complete", action="store_true", help="check: also fail when an expected case was not run")
+    p.add_argument("--out", default="results", help="results folder holding runs/")
+    p.set_defaults(func=cmd_expected)
+
+    p = sub.add_parser("import-pytest-benchmark", help="ingest pytest-benchmark JSON as a compilebench run")
+    p.add_argument("file", help="pytest-benchmark JSON (pytest --benchmark-json FILE)")
+    p.add_argument("--out", default="results", help="results folder (run file in OUT/runs/)")
+    p.add_argument("--no-ingest", action="store_true", help="do not add the run to OUT/history.sqlite")
+    p.set_defaults(func=cmd_import_pytest)
+
+    p = sub.add_parser("export-pytest-benchmark", help="write a run as pytest-benchmark JSON")
+    p.add_argument("run", help="run file, run id or 'latest'")
+    p.add_argument("-o", "--output", required=True, help="JSON file to write (pytest-benchmark compare reads it)")
+    p.add_argument("--out", default="results", help="results folder holding runs/")
+    p.set_defaults(func=cmd_export_pytest)
+
+
+def _compare_options(p: argparse.ArgumentParser, fail_on: Sequence[str], with_out: bool = True) -> None:
+    p.add_argument("--thresholds", help="TOML file of threshold overrides (per suite, workload, case)")
+    p.add_argument("--metric", action="append", help=f"only these metrics ({', '.join(METRICS)})")
+    p.add_argument("--fail-on", default=",".join(fail_on),
+                   help=f"verdicts that fail (exit 1), comma list of: {', '.join(VERDICT_ORDER)}")
+    p.add_argument("--allow-mismatch", action="store_true",
+                   help="compare even when hardware or compiler versions differ (warns loudly)")
+    p.add_argument("--noise", help="noise JSON from `compilebench noise`: flag cases too noisy to judge")
+    p.add_argument("--markdown", metavar="FILE", help="write GitHub markdown here ('-': stdout; "
+                   "e.g. $GITHUB_STEP_SUMMARY)")
+    p.add_argument("--json", metavar="FILE", help="write the comparison as JSON here ('-': stdout)")
+    p.add_argument("--all", action="store_true", help="terminal table: show unchanged cases too")
+    if with_out:
+        p.add_argument("--out", default="results", help="results folder holding runs/ and history.sqlite")
+
+
+def _selection_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", help="named suite, e.g. smoke")
+    p.add_argument("--workload", "-w", action="append", help="workload name(s)")
+    p.add_argument("--workload-file", action="append", default=[], help="load @workload factories from this .py file")
+    p.add_argument("--scenario", action="append", help="scenario(s)")
+    p.add_argument("--compiler", "-c", action="append", help="compiler config name(s)")
+    p.add_argument("--device", action="append", help="device(s)")
+    p.add_argument("--size", action="append", help="tiny or full")
+    p.add_argument("--timeout", type=float, help="seconds per case")
+    p.add_argument("--min-time", type=float, help="minimum timed seconds per case")
+    p.add_argument("--min-samples", type=int, help="minimum samples per variant")
+    p.add_argument("--out", default="results", help="output folder")
+    p.add_argument("--label", default="", help="label stored in the runs")
+
+
+# ---------------------------------------------------------------- loading runs
+
+def load_side(ref: str, out_dir: str | Path) -> list[Run]:
+    """Runs named by a file, a folder of run files, a run id (runs/ or the history store)."""
+    from harness.model.schema import load_run
+    from harness.run.runner import resolve_run
+
+    path = Path(ref)
+    if path.is_dir():
+        files = sorted(path.rglob("*.json"))
+        if not files:
+            raise RunFileError(f"{path}: folder holds no run files (*.json)")
+        return [load_run(f) for f in files]
+    try:
+        return [resolve_run(ref, out_dir)]
+    except RunFileError:
+        db = Path(out_dir) / "history.sqlite"
+        if not db.exists():
+            raise
+        from harness.run.store import HistoryStore
+
+        with HistoryStore(db) as store:
+            if ref in store.run_ids():
+                return [store.load_run(ref)]
+        raise
+
+
+def _fail_on(text: str) -> tuple[str, ...]:
+    values = tuple(v.strip().replace("_", " ").replace("-", " ") for v in text.split(",") if v.strip())
+    bad = [v for v in values if v not in VERDICT_ORDER]
+    if bad:
+        raise CliError(f"--fail-on {bad[0]!r} is not a verdict; use a comma list of: {', '.join(VERDICT_ORDER)}")
+    return values
+
+
+def _metrics(values: Sequence[str] | None) -> list[str] | None:
+    from harness.cli.main import _split
+
+    names = _split(values)
+    bad = [n for n in names if n not in METRICS]
+    if bad:
+        raise CliError(f"--metric {bad[0]!r} is unknown; use one of {', '.join(METRICS)}")
+    return names or None
+
+
+def _write(target: str, text: str) -> None:
+    from harness.model.schema import write_text_atomic
+
+    if target == "-":
+        sys.stdout.write(text)
+    else:
+        write_text_atomic(target, text)
+
+
+def render(cmp: Comparison, args: argparse.Namespace) -> int:
+    """Print the table, write markdown/JSON as asked; return the exit code."""
+    from rich.console import Console
+
+    from harness.report.gate_output import headline, json_text, markdown, terminal_table
+
+    fail_on = _fail_on(args.fail_on)
+    failing = cmp.failing(fail_on)
+    console = Console(stderr=args.json == "-" or args.markdown == "-")
+    for warning in cmp.warnings:
+        console.print(f"WARNING: {warning}", style="bold yellow", highlight=False)
+    console.print(terminal_table(cmp, show_all=args.all))
+    for case in cmp.cases:
+        for flag in case.flags:
+            console.print(f"too noisy to judge: {case.case_id}: {flag}", style="yellow", highlight=False, markup=False)
+    console.print(headline(cmp, failing), style="bold red" if failing else "bold green", highlight=False)
+    if args.markdown:
+        _write(args.markdown, markdown(cmp, failing, title=f"compilebench {args.command}"))
+    if args.json:
+        _write(args.json, json_text(cmp, failing, fail_on) + "\n")
+    return EXIT_FAILED if failing else EXIT_OK
+
+
+def _compare(base: list[Run], head: list[Run], args: argparse.Namespace, ignore_fields: Sequence[str] = ()) -> Comparison:
+    from harness.analysis.noise import load_noise_table
+    from harness.analysis.thresholds import load_thresholds
+
+    config = load_thresholds(args.thresholds)
+    noise = load_noise_table(args.noise) if args.noise else None
+    _fail_on(args.fail_on)  # validate before any work
+    return compare_runs(base, head, config, metrics=_metrics(args.metric), allow_mismatch=args.allow_mismatch,
+                        ignore_fields=ignore_fields, noise=noise)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    base, head = load_side(args.base, args.out), load_side(args.head, args.out)
+    return render(_compare(base, head, args), args)
+
+
+# ---------------------------------------------------------------- ab / noise
+
+def _run_options(args: argparse.Namespace):
+    from harness.cli.main import _split
+    from harness.run.runner import RunOptions
+
+    policy = {}
+    if args.min_time is not None:
+        policy["min_time_s"] = args.min_time
+    if args.min_samples is not None:
+        policy["min_samples"] = args.min_samples
+    opts = RunOptions(suite=args.suite, workloads=_split(args.workload), workload_files=args.workload_file,
+                      scenarios=_split(args.scenario), compilers=_split(args.compiler), devices=_split(args.device),
+                      sizes=_split(args.size), timeout_s=args.timeout, out_dir=args.out, label=args.label,
+                      policy=policy, ingest=False)
+    if not opts.suite and not opts.compilers:
+        opts.compilers = ["inductor"]
+    if not opts.suite and not opts.devices:
+        opts.devices = ["cpu"]
+    return opts
+
+
+def _progress(step: int, total: int, side: str, case, record) -> None:
+    if record is not None:
+        print(f"[{step + 1}/{total}] {side:4s} {record.status:8s} {case.case_id} "
+              f"({record.worker.get('wall_s', 0):.1f}s)", file=sys.stderr, flush=True)
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
+    from harness.experiments.ab import AbOptions, parse_env_pairs, run_ab
+
+    opts = AbOptions(_run_options(args), args.base_python, args.head_python, args.rounds,
+                     parse_env_pairs(args.base_env, "--base-env"), parse_env_pairs(args.head_env, "--head-env"))
+    _fail_on(args.fail_on)
+    try:
+        base, head, folder = run_ab(opts, progress=_progress)
+    except KeyboardInterrupt:
+        print("compilebench: ab interrupted; finished rounds were saved", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(f"ab session: {folder} (compare again: compilebench compare {folder}/base {folder}/head)", file=sys.stderr)
+    # the two sides are two builds on purpose: versions may differ, hardware may not
+    from harness.analysis.compare import COMPILER_FIELDS
+
+    return render(_compare(base, head, args, ignore_fields=COMPILER_FIELDS), args)
+
+
+def cmd_noise(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from harness.analysis.noise import analyze_noise, save_noise
+    from harness.analysis.thresholds import load_thresholds
+
+    config = load_thresholds(args.thresholds)
+    if args.from_runs:
+        runs = [run for ref in args.from_runs for run in load_side(ref, args.out)]
+        rounds = max(1, len(runs) // 2)
+    else:
+        from harness.experiments.ab import AbOptions, run_ab
+
+        opts = AbOptions(_run_options(args), args.python, args.python, args.rounds)
+        base, head, _ = run_ab(opts, progress=_progress)
+        runs, rounds = base + head, args.rounds
+    data = analyze_noise(runs, rounds, config)
+    table = Table(title=f"A/A noise on {data.get('host')} ({data.get('cpu_model')}), {rounds} round(s)")
+    for col in ("case", "metric", "processes", "spread (cv)", "max A/A change", "detects (1 run/side)",
+                f"detects (ab, {rounds} rounds)", "threshold"):
+        table.add_column(col)
+    for case_id, entry in data["cases"].items():
+        for metric, s in entry["metrics"].items():
+            noisy = metric in entry["too_noisy"]
+            thr = s["threshold"]
+            table.add_row(case_id, metric, str(s["n_processes"]), f"{s['cv']:.1%}", f"{s['max_pair_change']:.1%}",
+                          ("[bold red]" if noisy else "") + f"{s['mdc_single']:.1%}" + (" TOO NOISY[/]" if noisy else ""),
+                          f"{s['mdc_ab']:.1%}", f"{thr:.0%}" if isinstance(thr, float) else "-")
+    Console().print(table)
+    if args.output:
+        print(f"noise file: {save_noise(data, args.output)}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- expected, pytest-benchmark
+
+def cmd_expected(args: argparse.Namespace) -> int:
+    from harness.analysis.expected import check, expected_path, update
+    from harness.run.runner import resolve_run
+
+    runs = [resolve_run(ref, args.out) for ref in args.run]
+    # relative to the results folder like every other default, not to the installed package
+    path = Path(args.file) if args.file else expected_path(runs[0], Path(args.out) / "expected")
+    if args.action == "update":
+        data = update(runs, path)
+        print(f"expected file written: {path} ({len(data['cases'])} cases); review and commit it")
+        return EXIT_OK
+    failed = False
+    for run in runs:
+        report = check(run, path)
+        for line in report.warnings:
+            print(f"warning: {line}", file=sys.stderr)
+        for line in report.differences:
+            print(f"DIFFERENT {line}")
+        for case_id in report.new:
+            print(f"not in expected file (add it with `compilebench expected update`): {case_id}")
+        for case_id in report.missing:
+            print(f"{'MISSING' if args.complete else 'not run'}: {case_id}")
+        print(f"{run.run_id}: {report.checked} case(s) checked against {path}: "
+              f"{len(report.differences)} difference(s), {len(report.missing)} not run, {len(report.new)} new")
+        failed = failed or report.failed(args.complete)
+    if failed:
+        print("expected counts differ: fix the regression, or if intended run `compilebench expected update` and commit")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def cmd_import_pytest(args: argparse.Namespace) -> int:
+    from harness.interop.pytest_bench import import_file
+    from harness.model.schema import save_run
+    from harness.run.runner import run_path
+
+    run = import_file(args.file)
+    path = save_run(run, run_path(args.out, run.run_id))
+    if not args.no_ingest:
+        from harness.run.store import HistoryStore
+
+        with HistoryStore(Path(args.out) / "history.sqlite") as store:
+            store.ingest(run)
+    print(f"imported {len(run.records)} case(s) from {args.file}: {path}")
+    return EXIT_OK
+
+
+def cmd_export_pytest(args: argparse.Namespace) -> int:
+    from harness.interop.pytest_bench import write_export
+    from harness.run.runner import resolve_run
+
+    run = resolve_run(args.run, args.out)
+    path = write_export(run, args.output)
+    print(f"pytest-benchmark JSON written: {path} (pytest-benchmark compare {path} ...)")
+    return EXIT_OK

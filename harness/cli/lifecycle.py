@@ -1,0 +1,118 @@
+"""`compilebench coldstart` and `compilebench sweep`: the compile lifecycle commands."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+class LifecycleError(ValueError):
+    """Bad cold-start / sweep options (one line, exit 2)."""
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise LifecycleError(f"--batch-sizes {text!r}: use a comma list of positive integers, e.g. 2,4,8") from None
+    if not values or min(values) < 1:
+        raise LifecycleError(f"--batch-sizes {text!r}: use a comma list of positive integers, e.g. 2,4,8")
+    return values
+
+
+def _names(text: str | None) -> list[str]:
+    return [v.strip() for v in (text or "").split(",") if v.strip()]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("coldstart", help="cold-start table: JIT cold/warm, Mega-Cache, aot_compile and AOTInductor loads, "
+                                         "each in a fresh process")
+    p.add_argument("--workload", "-w", default="mlp-deep")
+    p.add_argument("--workload-file", action="append", default=[])
+    p.add_argument("--size", default="tiny")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--rows", help="comma list of rows (default: all): jit_cold,jit_warm,mega_cache,aot_compile,"
+                                  "aot_compile_warm,aoti")
+    p.add_argument("--steady-calls", type=int, default=30)
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per process")
+    p.add_argument("--json", metavar="PATH", help="also write the full result as JSON")
+    p.set_defaults(func=cmd_coldstart)
+
+    p = sub.add_parser("sweep", help="shape sweep: recompiles, compile time and latency per shape under "
+                                     "dynamic=False / automatic / True / mark_dynamic")
+    p.add_argument("--workload", "-w", default="mlp-deep")
+    p.add_argument("--workload-file", action="append", default=[])
+    p.add_argument("--size", default="tiny")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--batch-sizes", default="2,4,8,16")
+    p.add_argument("--policies", help="comma list (default: all): static,automatic,dynamic,mark_dynamic")
+    p.add_argument("--backend", default="inductor", help="torch._dynamo backend, e.g. inductor or aot_eager")
+    p.add_argument("--triggers", help="extra recompile triggers after the sweep: dtype,device")
+    p.add_argument("--recompile-limit", type=int, help="Dynamo recompile_limit (default: torch's, 8)")
+    p.add_argument("--steady-calls", type=int, default=10)
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per process")
+    p.add_argument("--json", metavar="PATH", help="also write the full result as JSON")
+    p.set_defaults(func=cmd_sweep)
+
+
+def _write_json(path: str | None, data: dict) -> None:
+    if path:
+        from harness.model.schema import write_json_atomic
+
+        write_json_atomic(Path(path), data)
+        print(f"written: {path}")
+
+
+def _failed(rows: list[dict]) -> bool:
+    return any(r.get("status") != "ok" for r in rows)
+
+
+def cmd_coldstart(args: argparse.Namespace) -> int:
+    from harness.experiments.lifecycle import ROWS, ColdStartOptions, coldstart, coldstart_table
+    from harness.report.display import make_console
+
+    rows = _names(args.rows) or list(ROWS)
+    bad = [r for r in rows if r not in ROWS]
+    if bad:
+        raise LifecycleError(f"--rows {','.join(bad)}: unknown; rows are {','.join(ROWS)}")
+    result = coldstart(ColdStartOptions(workload=args.workload, size=args.size, batch_size=args.batch_size,
+                                        device=args.device, dtype=args.dtype, rows=rows, workload_files=args.workload_file,
+                                        steady_calls=args.steady_calls, timeout_s=args.timeout))
+    console = make_console()
+    console.print(coldstart_table(result))
+    for r in result["rows"] + result["builds"]:
+        if r.get("status") != "ok":
+            console.print(f"[red]{r['row']} ({r.get('kind', '')}): {r.get('status')}: {r.get('error', '')[:500]}")
+    _write_json(args.json, result)
+    return 1 if _failed(result["rows"] + result["builds"]) else 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from harness.experiments.shapes import POLICIES, SweepOptions, sweep, sweep_table
+    from harness.report.display import make_console
+
+    policies = _names(args.policies) or list(POLICIES)
+    bad = [p for p in policies if p not in POLICIES]
+    if bad:
+        raise LifecycleError(f"--policies {','.join(bad)}: unknown; policies are {','.join(POLICIES)}")
+    triggers = _names(args.triggers)
+    if any(t not in ("dtype", "device") for t in triggers):
+        raise LifecycleError(f"--triggers {args.triggers}: use dtype and/or device")
+    result = sweep(SweepOptions(workload=args.workload, size=args.size, device=args.device, dtype=args.dtype,
+                                batch_sizes=_ints(args.batch_sizes), policies=policies, backend=args.backend,
+                                triggers=triggers, recompile_limit=args.recompile_limit, steady_calls=args.steady_calls,
+                                workload_files=args.workload_file, timeout_s=args.timeout))
+    console = make_console()
+    console.print(sweep_table(result))
+    for r in result["policies"]:
+        if r.get("recompile_limit_hit"):
+            console.print(f"[yellow]{r['policy']}: hit recompile_limit={r['recompile_limit']}: Dynamo fell back to eager "
+                          f"for later shapes ({r['recompile_limit_messages'][0]})")
+        if r.get("status") != "ok":
+            console.print(f"[red]{r['policy']}: {r.get('status')}: {r.get('error', '')[:500]}")
+    _write_json(args.json, result)
+    return 1 if _failed(result["policies"]) else 0
+

@@ -1,0 +1,272 @@
+"""`compilebench` command line. Subcommands live in small functions here or in modules
+listed in `COMMAND_MODULES` (each exposes `register(subparsers)`), so features add a
+command without touching the others.
+
+Exit codes: 0 success, 1 some case failed (run) or a regression (compare/gate),
+2 usage or input error (one line on stderr naming the problem and the fix), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+# feature modules that add subcommands: each has register(subparsers)
+COMMAND_MODULES: list[str] = ["harness.cli.report", "harness.cli.scale", "harness.cli.compare", "harness.cli.lifecycle"]
+
+
+class CliError(Exception):
+    """A user mistake found by the CLI itself."""
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from compiler import CompilerFileError, CompilerPluginError, UnknownCompilerError
+    from harness.analysis.thresholds import ThresholdConfigError
+    from harness.cli.lifecycle import LifecycleError
+    from harness.measure.devices import UnknownDeviceError
+    from harness.model.scenarios import UnknownScenarioError
+    from harness.model.schema import RunFileError
+    from harness.model.workloads import UnknownWorkloadError, WorkloadFileError
+    from harness.run.journal import ResumeError
+    from harness.run.multigpu import GpuPlanError
+    from harness.run.runner import PlanError
+    from harness.run.shard import ShardError
+    from suites import UnknownSuiteError
+    from suites.distributed import DistributedError
+
+    return (CliError, UnknownCompilerError, CompilerFileError, CompilerPluginError, LifecycleError, UnknownSuiteError, UnknownDeviceError, PlanError, UnknownScenarioError,
+            RunFileError, UnknownWorkloadError, WorkloadFileError, ResumeError, ShardError, GpuPlanError,
+            DistributedError, ThresholdConfigError)
+
+
+def _split(values: Sequence[str] | None) -> list[str]:
+    """Repeatable options that also accept comma lists: -w a -w b,c -> [a, b, c]."""
+    out: list[str] = []
+    for v in values or []:
+        out.extend(x.strip() for x in v.split(",") if x.strip())
+    return out
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # one line and exit 2, as for every other usage error
+        self.exit(EXIT_USAGE, f"compilebench: error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="compilebench", description="Benchmark and regression-test torch.compile.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("list", help="list suites, workloads, scenarios, compilers and devices present here")
+    p.add_argument("--workload-file", action="append", default=[], help="also load workloads from this .py file")
+    p.add_argument("--compiler-file", action="append", default=[], help="also load named compiler configs from this TOML file")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("run", help="run a suite or workloads; writes results/runs/<run_id>.json",
+                       description="Run cases, each in a fresh worker process. Exit code 0 when every case is ok "
+                                   "or skipped, 1 when any case failed, 2 on bad options, 130 when interrupted.")
+    p.add_argument("--suite", help="named suite (see `compilebench list`), e.g. smoke")
+    p.add_argument("--workload", "-w", action="append", help="workload name (repeatable or comma list)")
+    p.add_argument("--workload-file", action="append", default=[], help="load @workload factories from this .py file")
+    p.add_argument("--compiler-file", action="append", default=[], help="load named compiler configs from this TOML file")
+    p.add_argument("--scenario", action="append", help="scenario(s), e.g. forward,train (default: the workload's)")
+    p.add_argument("--compiler", "-c", action="append", help="compiler config name(s) (default: the suite's, else inductor)")
+    p.add_argument("--device", action="append", help="cpu, cuda, cuda:1 or auto (default: the suite's, else cpu)")
+    p.add_argument("--dtype", action="append", help="float32, float16, bfloat16, float64")
+    p.add_argument("--batch-size", action="append", help="batch size(s) (default: the workload's)")
+    p.add_argument("--size", action="append", help="tiny or full")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="workload option, e.g. resolution=1024, prompt_len=128, new_tokens=16 (repeatable; "
+                        "overrides the suite's; see docs/LLM.md and docs/DIFFUSION.md)")
+    p.add_argument("--timeout", type=float, help="seconds per case before its worker is killed (default: suite's)")
+    p.add_argument("--min-time", type=float, help="minimum timed seconds per case (with --min-samples)")
+    p.add_argument("--min-samples", type=int, help="minimum samples per variant")
+    p.add_argument("--out", default="results", help="output folder (run file in OUT/runs/, history in OUT/history.sqlite)")
+    p.add_argument("--label", default="", help="free-text label stored in the run")
+    p.add_argument("--no-ingest", action="store_true", help="do not add the run to OUT/history.sqlite")
+    p.add_argument("--report", metavar="HTML", help="also write the HTML report to this path")
+    p.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run from its journal "
+                   "(OUT/runs/RUN_ID.journal.jsonl): runs only the missing cases, with the run's own options")
+    p.add_argument("--max-memory-gb", type=float, help="cap each CPU case's worker at this much virtual memory "
+                   "(RLIMIT_AS; a torch worker needs ~0.7 GB to start): exceeding it gives status oom")
+    p.add_argument("--shard", metavar="I/N", help="run only shard I of N of the plan (CI job matrix; see docs/SCALING.md)")
+    p.add_argument("--shard-costs", metavar="DB", help="history .sqlite whose median case times balance the shards "
+                   "(default: OUT/history.sqlite if present; 'none': round-robin). Every shard must use the same one")
+    p.add_argument("--gpus", action="append", help="GPU indices, e.g. 0,1: run cases concurrently, one worker per GPU")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("show", help="print a run as a table (RUN: path, run id or 'latest'; none: list runs)")
+    p.add_argument("run", nargs="?", help="run file, run id, or 'latest'")
+    p.add_argument("--out", default="results", help="results folder holding runs/")
+    p.set_defaults(func=cmd_show)
+
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from compiler import COMPILERS, load_compiler_files
+    from harness.measure.devices import DEVICE_TYPES, present_devices
+    from harness.model.scenarios import SCENARIOS
+    from harness.model.workloads import WORKLOADS
+    from harness.run.runner import load_registries
+    from suites import SUITES
+
+    load_registries(args.workload_file)
+    load_compiler_files(args.compiler_file)
+    console = Console()
+    t = Table(title="suites")
+    t.add_column("name"), t.add_column("description"), t.add_column("workloads")
+    for s in sorted(SUITES.values(), key=lambda s: s.name):
+        t.add_row(s.name, Text(s.description), ", ".join(w for e in s.entries for w in e.workloads))
+    console.print(t)
+    t = Table(title="workloads")
+    for col in ("name", "scenarios", "sizes", "unit", "batch", "description"):
+        t.add_column(col)
+    for w in sorted(WORKLOADS.values(), key=lambda w: w.name):
+        t.add_row(Text(w.name), ", ".join(w.scenarios), ", ".join(w.sizes), w.unit, str(w.batch_size), Text(w.description))
+    console.print(t)
+    t = Table(title="compilers")
+    t.add_column("name"), t.add_column("backend"), t.add_column("mode"), t.add_column("description")
+    for c in sorted(COMPILERS.values(), key=lambda c: c.name):
+        t.add_row(c.name, str(c.backend or "-"), str(c.mode or "-"), Text(c.description))
+    console.print(t)
+    console.print(f"scenarios: {', '.join(sorted(SCENARIOS))}")
+    present = present_devices()
+    console.print("devices: " + ", ".join(f"{d} ({'present' if d in present else 'not present'})" for d in DEVICE_TYPES))
+    return EXIT_OK
+
+
+def _policy_overrides(args: argparse.Namespace) -> dict:
+    policy = {}
+    if args.min_time is not None:
+        policy["min_time_s"] = args.min_time
+    if args.min_samples is not None:
+        policy["min_samples"] = args.min_samples
+    return policy
+
+
+def _batch_sizes(values: list[str]) -> list[int]:
+    out = []
+    for v in values:
+        if not v.isdigit() or int(v) < 1:
+            raise CliError(f"--batch-size {v!r} is not a positive integer")
+        out.append(int(v))
+    return out
+
+
+# options that choose what to run: --resume takes them from the run's journal instead
+_SELECTION_OPTIONS = ("suite", "workload", "scenario", "compiler", "device", "dtype", "batch_size", "size", "timeout",
+                      "min_time", "min_samples", "max_memory_gb", "label", "shard", "shard_costs")
+
+
+def _check_run_args(args: argparse.Namespace) -> None:
+    if args.max_memory_gb is not None and not args.max_memory_gb > 0:
+        raise CliError(f"--max-memory-gb {args.max_memory_gb:g} must be a positive number of GiB, e.g. 8")
+    if args.resume:
+        given = [o for o in _SELECTION_OPTIONS if getattr(args, o, None)] + (["workload_file"] if args.workload_file else [])
+        if given:
+            flags = ", ".join("--" + o.replace("_", "-") for o in given)
+            raise CliError(f"--resume reuses the interrupted run's own options; drop {flags}")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness.report.display import ProgressPrinter, make_console, print_failures, results_table
+    from harness.run.multigpu import parse_gpus
+    from harness.run.runner import RunOptions, execute, parse_option, resume, summarize_statuses
+
+    _check_run_args(args)
+    from compiler import load_compiler_files
+
+    load_compiler_files(args.compiler_file)  # workers get each config as data in their spec
+
+    opts = RunOptions(
+        suite=args.suite,
+        workloads=_split(args.workload),
+        workload_files=args.workload_file,
+        scenarios=_split(args.scenario),
+        compilers=_split(args.compiler),
+        devices=_split(args.device),
+        dtypes=_split(args.dtype),
+        batch_sizes=_batch_sizes(_split(args.batch_size)),
+        sizes=_split(args.size),
+        timeout_s=args.timeout,
+        out_dir=args.out,
+        label=args.label,
+        policy=_policy_overrides(args),
+        ingest=not args.no_ingest,
+        max_memory_gb=args.max_memory_gb,
+        shard=args.shard,
+        shard_costs=args.shard_costs,
+        gpus=parse_gpus(args.gpus or []),
+        options=dict(parse_option(o) for o in args.option),
+    )
+    if not opts.suite and not opts.compilers:
+        opts.compilers = ["inductor"]
+    if not opts.suite and not opts.devices:
+        opts.devices = ["cpu"]
+    console = make_console()
+    progress = ProgressPrinter()
+    try:
+        run = resume(args.resume, args.out, progress) if args.resume else execute(opts, progress)
+    except KeyboardInterrupt:
+        progress.close()
+        console.print("interrupted: finished cases were saved", style="yellow")
+        return EXIT_INTERRUPTED
+    finally:
+        progress.close()
+    console.print(results_table(run))
+    print_failures(console, run)
+    counts = summarize_statuses(run.records)
+    console.print(f"statuses: {counts}; wall {run.config.get('wall_s', 0):.1f}s; run file {run.config.get('path')}")
+    if args.report:
+        from harness.report.report import write_report
+
+        console.print(f"report: {write_report(run, args.report)}")
+    failed = sum(n for s, n in counts.items() if s not in ("ok", "skipped"))
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from harness.report.display import make_console, print_failures, results_table
+    from harness.run.runner import resolve_run
+
+    console = make_console()
+    if not args.run:
+        runs = sorted((Path(args.out) / "runs").glob("*.json"))
+        if not runs:
+            console.print(f"no runs in {Path(args.out) / 'runs'}")
+        for path in runs:
+            console.print(path.stem)
+        return EXIT_OK
+    run = resolve_run(args.run, args.out)
+    console.print(results_table(run))
+    print_failures(console, run)
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except _user_errors() as exc:
+        print(f"compilebench: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("compilebench: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

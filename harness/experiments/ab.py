@@ -1,0 +1,148 @@
+"""A/B on one machine: the same cases under two Python environments, interleaved.
+
+`compilebench ab --base-python main/.venv/bin/python --head-python pr/.venv/bin/python
+--suite smoke --rounds 5` runs every case once per round on each side, alternating which
+side goes first per case and per round (round 0: base, head, head, base, ...; round 1 the
+mirror), so drift over the session (thermal, a noisy neighbour, clock changes) lands on both
+sides alike. With four or more rounds, compare tests one median per process, so the noise
+between processes is in the test instead of being guessed by a threshold: the most
+noise-robust gate there is, and the recommended PR path.
+
+Each side-round is saved as an ordinary run file (<out>/ab/<ab_id>/{base,head}/round-NN.json),
+so `compilebench compare <out>/ab/<id>/base <out>/ab/<id>/head` re-renders the verdict later.
+`--base-env` / `--head-env KEY=VALUE` give the sides different environment variables (an
+Inductor config flag, an A/B of a setting within one build).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.measure.timing import StopPolicy
+from harness.model.schema import Case, Record, Run, RunFileError, save_run
+from harness.run.runner import (
+    PROJECT_ROOT,
+    RunOptions,
+    default_cache_root,
+    make_spec,
+    new_run_id,
+    plan_cases,
+    run_worker,
+)
+
+SIDES = ("base", "head")
+
+
+class AbError(RunFileError):
+    """An A/B session that cannot start (bad interpreter, bad option); the message says the fix."""
+
+
+@dataclass
+class AbOptions:
+    run: RunOptions
+    base_python: str
+    head_python: str
+    rounds: int = 5
+    base_env: dict[str, str] = field(default_factory=dict)
+    head_env: dict[str, str] = field(default_factory=dict)
+
+
+def parse_env_pairs(pairs: Sequence[str], flag: str) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise AbError(f"{flag} {pair!r} is not KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def probe_environment(python: str, devices: Sequence[str]) -> dict[str, Any]:
+    """The environment (torch version, CPU, devices) as seen by another interpreter: it runs
+    compilebench's own capture from this checkout, so both sides are described alike."""
+    code = ("import json, sys; from harness.measure.environment import capture_environment; "
+            "print(json.dumps(capture_environment(sys.argv[1:]), default=str))")
+    from harness.run.runner import worker_env
+
+    try:
+        out = subprocess.run([python, "-c", code, *devices], capture_output=True, text=True, timeout=300,
+                             cwd=str(PROJECT_ROOT), env=worker_env(Path("/nonexistent")), check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise AbError(f"{python}: cannot run it ({exc}); pass the path of a Python with torch installed") from None
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise AbError(f"{python}: cannot import torch/compilebench ({last}); pass a Python environment with torch")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def schedule(cases: Sequence[Case], rounds: int) -> list[tuple[int, Case, str]]:
+    """(round, case, side) in execution order: sides alternate per case and per round."""
+    order = []
+    for r in range(rounds):
+        for i, case in enumerate(cases):
+            first, second = SIDES if (r + i) % 2 == 0 else SIDES[::-1]
+            order += [(r, case, first), (r, case, second)]
+    return order
+
+
+AbProgress = Callable[[int, int, str, Case, Record | None], None]
+
+
+def run_ab(opts: AbOptions, progress: AbProgress | None = None,
+           environments: Mapping[str, dict[str, Any]] | None = None) -> tuple[list[Run], list[Run], Path]:
+    """Run the schedule; returns (base runs, head runs, session folder), one run per round."""
+    if opts.rounds < 1:
+        raise AbError(f"--rounds {opts.rounds} must be at least 1 (4 or more for a per-process test)")
+    cases, suite_policy = plan_cases(opts.run)
+    from suites import SUITES
+
+    policy = {**StopPolicy().to_dict(), **suite_policy, **opts.run.policy}
+    timeout = opts.run.timeout_s or (SUITES[opts.run.suite].timeout_s if opts.run.suite else 600.0)
+    devices = sorted({c.device for c in cases})
+    pythons = {"base": opts.base_python, "head": opts.head_python}
+    envs = dict(environments) if environments else {s: probe_environment(pythons[s], devices) for s in SIDES}
+    extra_env = {"base": opts.base_env, "head": opts.head_env}
+    ab_id = new_run_id(opts.run.label or "ab")
+    folder = Path(opts.run.out_dir) / "ab" / ab_id
+    created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    runs = {s: [_side_run(ab_id, s, r, created, envs[s], opts, policy, timeout, len(cases)) for r in range(opts.rounds)]
+            for s in SIDES}
+    isa_cache = default_cache_root() / "isa-probe"
+    isa_cache.mkdir(parents=True, exist_ok=True)
+    plan = schedule(cases, opts.rounds)
+    started = time.monotonic()
+    try:
+        for step, (r, case, side) in enumerate(plan):
+            if progress:
+                progress(step, len(plan), side, case, None)
+            spec = make_spec(case, opts.run, policy, str(isa_cache))
+            record = run_worker(case, spec, timeout, python=pythons[side], extra_env=extra_env[side] or None)
+            record.worker.update({"ab_side": side, "ab_round": r, "ab_step": step})
+            runs[side][r].records.append(record)
+            if progress:
+                progress(step, len(plan), side, case, record)
+    finally:
+        wall = round(time.monotonic() - started, 3)
+        for side in SIDES:
+            for r, run in enumerate(runs[side]):
+                run.config["wall_s"] = wall
+                save_run(run, folder / side / f"round-{r:02d}.json")
+    return runs["base"], runs["head"], folder
+
+
+def _side_run(ab_id: str, side: str, r: int, created: str, env: dict[str, Any], opts: AbOptions,
+              policy: dict[str, Any], timeout: float, n_cases: int) -> Run:
+    python = opts.base_python if side == "base" else opts.head_python
+    config = {"suite": opts.run.suite, "argv": sys.argv, "timeout_s": timeout, "policy": policy,
+              "workload_files": opts.run.workload_files, "cases_planned": n_cases,
+              "ab": {"id": ab_id, "side": side, "round": r, "rounds": opts.rounds, "python": python,
+                     "env": opts.base_env if side == "base" else opts.head_env}}
+    return Run(f"{ab_id}-{side}-r{r:02d}", created, f"{opts.run.label or 'ab'} {side}", env, config)

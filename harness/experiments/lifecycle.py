@@ -1,0 +1,407 @@
+"""The compile lifecycle: how long a fresh process takes to its first correct result.
+
+Each row of the cold-start table is one fresh process (`python -m harness.experiments.lifecycle STEP.json
+OUT.json`), and the parent chooses which Inductor cache directory it sees:
+
+- jit_cold:   torch.compile, empty cache dir A (also saves the Mega-Cache artifacts)
+- jit_warm:   torch.compile again, fresh process on the populated cache dir A
+- mega_cache: empty cache dir, `torch.compiler.load_cache_artifacts` of jit_cold's bytes,
+              then torch.compile
+- aot_compile: `torch.compile(m, fullgraph=True).forward.aot_compile(...)` +
+              `save_compiled_function` in a build process, `torch.compiler.load_compiled_function`
+              in a fresh process with an empty cache dir (what a new machine sees) and
+              with the build's cache dir (`aot_compile_warm`)
+- aoti:       `torch.export` + `torch._inductor.aoti_compile_and_package` in a build process,
+              `aoti_load_package` in a fresh process with an empty cache dir and
+              AOTI_RUNTIME_CHECK_INPUTS=1 (AOTInductor does not check shapes otherwise)
+
+Per row: time to first correct result (`ttfr_s` = compile or load + first call; imports,
+model build and the CPU ISA probe are reported apart), artifact size, cache hits, the
+steady-state median of the compiled/loaded callable next to eager, and for the AOT paths
+what a batch size the artifact was not built for does (it must raise, never answer wrong).
+
+Pickle: aot_compile artifacts and Mega-Cache bytes are pickles, and loading a pickle runs
+code. A load step therefore only opens a file inside the parent's own work folder whose
+SHA-256 matches what the build step in this run reported; never point it at a download.
+"""
+
+from __future__ import annotations
+
+import time
+
+_PROCESS_START = time.perf_counter()  # before `import torch`: import time is part of a cold start
+
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from harness.model.schema import write_json_atomic  # noqa: E402
+
+ROWS = ("jit_cold", "jit_warm", "mega_cache", "aot_compile", "aot_compile_warm", "aoti")
+ROW_LABELS = {
+    "jit_cold": "JIT cold (empty cache)",
+    "jit_warm": "JIT warm (populated cache)",
+    "mega_cache": "Mega-Cache load + JIT",
+    "aot_compile": "aot_compile load (empty cache)",
+    "aot_compile_warm": "aot_compile load (build's cache)",
+    "aoti": "AOTInductor load (empty cache)",
+}
+
+
+class ArtifactError(RuntimeError):
+    """An artifact that is not the one this run built (path outside the work folder or
+    a different SHA-256): it is never unpickled."""
+
+
+@dataclass
+class ColdStartOptions:
+    workload: str = "mlp-deep"
+    size: str = "tiny"
+    batch_size: int | None = None
+    device: str = "cpu"
+    dtype: str = "float32"
+    rows: Sequence[str] = ROWS
+    workload_files: Sequence[str] = ()
+    steady_calls: int = 30
+    timeout_s: float = 600.0
+    workdir: str | None = None  # kept when given; a temporary folder otherwise
+    options: dict[str, Any] = field(default_factory=dict)  # workload options
+
+
+# ----------------------------------------------------------------------------- child side
+
+
+def sha256_of(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_artifact(path: str | Path, workdir: str | Path, expected_sha256: str) -> Path:
+    """Refuse to unpickle anything but the artifact this run built (see module docstring)."""
+    path, workdir = Path(path).resolve(), Path(workdir).resolve()
+    if workdir not in path.parents:
+        raise ArtifactError(f"artifact {path} is outside this run's work folder {workdir}; refusing to load it")
+    actual = sha256_of(path)
+    if actual != expected_sha256:
+        raise ArtifactError(f"artifact {path} has SHA-256 {actual[:12]}..., the build wrote {expected_sha256[:12]}...; "
+                            "refusing to load it")
+    return path
+
+
+def _build(step: dict[str, Any], batch_size: int | None = None) -> tuple[Any, tuple, dict, Any]:
+    """Model and inputs from the workload registry, eval mode, seed 0 (same weights in
+    every process). Returns (model, args, kwargs, workload)."""
+    import torch
+
+    from harness.model.workloads import (
+        WorkloadContext,
+        get_workload,
+        import_workload_module,
+        load_workload_file,
+    )
+
+    for module in step["workload_modules"]:
+        import_workload_module(module)
+    for path in step.get("workload_files", []):
+        load_workload_file(path)
+    wl = get_workload(step["workload"])
+    torch.manual_seed(0)
+    ctx = WorkloadContext(device=step["device"], dtype=getattr(torch, step["dtype"]),
+                          batch_size=batch_size or step["batch_size"], size=step["size"], options=step.get("options", {}))
+    built = wl.build(ctx)
+    model = built.model
+    if hasattr(model, "eval"):
+        model.eval()
+    return model, tuple(built.args), dict(built.kwargs), wl
+
+
+def _timed(fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[Any, float]:
+    sync()
+    start = time.perf_counter()
+    out = fn()
+    sync()
+    return out, time.perf_counter() - start
+
+
+def _steady(fns: dict[str, Callable[[], Any]], device: Any, calls: int) -> dict[str, float]:
+    """Median seconds per call of each callable, interleaved (same process, same load)."""
+    from harness.measure.timing import HostTimer, StopPolicy, measure_interleaved
+    from harness.model.stats import summarize
+
+    policy = StopPolicy(warmup=3, min_samples=calls, min_time_s=0.0, max_samples=calls, max_time_s=60.0)
+    samples = measure_interleaved(fns, HostTimer(device.synchronize), policy)
+    return {name: summarize(s)["median"] for name, s in samples.items()}
+
+
+def _wrong_shape_check(step: dict[str, Any], call: Callable[..., Any], eager: Any) -> dict[str, Any]:
+    """Call with batch+1: an artifact built for one shape must raise, not answer wrong."""
+    import torch
+
+    from harness.model.accuracy import compare_outputs
+
+    _, args, kwargs, _ = _build(step, batch_size=step["batch_size"] + 1)
+    try:
+        with torch.no_grad():
+            out = call(*args, **kwargs)
+    except Exception as exc:  # the outcome we want: a clear error
+        return {"batch_size": step["batch_size"] + 1, "outcome": "raised", "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    with torch.no_grad():
+        ref = eager(*args, **kwargs)
+    ok = compare_outputs(ref, out, step["dtype"]).get("status") == "pass"
+    return {"batch_size": step["batch_size"] + 1, "outcome": "accepted_correct" if ok else "silently_wrong"}
+
+
+def run_step(step: dict[str, Any]) -> dict[str, Any]:
+    """One row (or build) in this process; failures come back as data."""
+    result: dict[str, Any] = {"row": step["row"], "kind": step["kind"], "status": "ok"}
+    try:
+        _run_step(step, result)
+    except Exception as exc:  # noqa: BLE001 - every failure becomes data
+        import traceback
+
+        result["status"] = "failed"
+        result["error"] = f"{type(exc).__name__}: {str(exc)[:2000]}"
+        result["traceback"] = traceback.format_exc()[-8000:]
+    return result
+
+
+def _run_step(step: dict[str, Any], result: dict[str, Any]) -> None:
+    started = time.perf_counter()
+    import torch
+
+    from harness.measure.compile_metrics import CompileObserver
+    from harness.measure.devices import parse_device
+    from harness.model.accuracy import compare_outputs
+
+    result["import_s"] = time.perf_counter() - started
+    device = parse_device(step["device"])
+    if device.type == "cpu":
+        from harness.measure.worker import probe_cpu_isa
+
+        result["isa_probe_s"] = probe_cpu_isa(step.get("isa_cache_dir"))["seconds"]
+    t = time.perf_counter()
+    model, args, kwargs, _ = _build(step)
+    with torch.no_grad():
+        reference = model(*args, **kwargs)
+    device.synchronize()
+    result["build_s"] = time.perf_counter() - t
+    observer = CompileObserver().start()
+    kind = step["kind"]
+    artifact = Path(step["artifact"]) if step.get("artifact") else None
+
+    t = time.perf_counter()
+    call: Callable[..., Any]
+    if kind in ("jit", "mega_cache"):
+        if kind == "mega_cache":
+            data = check_artifact(artifact, step["workdir"], step["sha256"]).read_bytes()
+            info = torch.compiler.load_cache_artifacts(data)
+            result["mega_cache_loaded"] = info is not None
+            # what the bytes held, per artifact type: explains a load that brings no hits
+            result["mega_cache_artifacts"] = {k: len(v) for k, v in (info.artifacts if info else {}).items()}
+        call = torch.compile(model)
+    elif kind == "aot_compile_build":
+        with torch.no_grad():
+            compiled = torch.compile(model, fullgraph=True).forward.aot_compile((args, kwargs))
+        compiled.save_compiled_function(str(artifact), external_data={"model": model})
+        call = compiled
+    elif kind == "aot_compile_load":
+        with open(check_artifact(artifact, step["workdir"], step["sha256"]), "rb") as fh:
+            # the module is not pickled into the artifact: this process supplies its own
+            call = torch.compiler.load_compiled_function(fh, external_data={"model": model})
+    elif kind == "aoti_build":
+        exported = torch.export.export(model, args, kwargs)
+        torch._inductor.aoti_compile_and_package(exported, package_path=str(artifact))
+        call = torch._inductor.aoti_load_package(str(artifact))
+    elif kind == "aoti_load":
+        call = torch._inductor.aoti_load_package(str(check_artifact(artifact, step["workdir"], step["sha256"])))
+    else:
+        raise ValueError(f"unknown lifecycle step kind {kind!r}")
+    result["ready_s"] = time.perf_counter() - t
+
+    def first() -> Any:
+        with torch.no_grad():
+            return call(*args, **kwargs)
+
+    out, result["first_call_s"] = _timed(first, device.synchronize)
+    result["ttfr_s"] = result["ready_s"] + result["first_call_s"]
+    result["accuracy"] = compare_outputs(reference, out, step["dtype"])
+    if result["accuracy"].get("status") != "pass":
+        result["status"] = "fail_accuracy"
+    snap = observer.snapshot()
+    result["cache"] = snap["cache"]
+    result["compile_breakdown_s"] = snap["compile_breakdown_s"]
+    if kind == "jit" and step.get("save_mega"):
+        saved = torch.compiler.save_cache_artifacts()
+        if saved is not None:
+            Path(step["save_mega"]).write_bytes(saved[0])
+            result["mega_cache_bytes"] = len(saved[0])
+            result["mega_cache_sha256"] = sha256_of(step["save_mega"])
+    if artifact is not None and artifact.exists():
+        result["artifact_bytes"] = artifact.stat().st_size
+        result["artifact_sha256"] = sha256_of(artifact)
+    if kind in ("aot_compile_load", "aoti_load"):
+        result["wrong_shape"] = _wrong_shape_check(step, call, model)
+    if not kind.endswith("_build"):
+        def eager_call() -> Any:
+            with torch.no_grad():
+                return model(*args, **kwargs)
+
+        medians = _steady({"eager": eager_call, "artifact": first}, device, step.get("steady_calls", 30))
+        result["steady_eager_s"], result["steady_s"] = medians["eager"], medians["artifact"]
+    result["process_to_ready_s"] = time.perf_counter() - _PROCESS_START
+
+
+def child_main(argv: Sequence[str]) -> int:
+    step = json.loads(Path(argv[0]).read_text())
+    write_json_atomic(argv[1], _json_safe(run_step(step)))
+    return 0
+
+
+def _json_safe(obj: Any) -> Any:
+    from harness.measure.worker import _json_safe as safe
+
+    return safe(obj)
+
+
+# ---------------------------------------------------------------------------- parent side
+
+
+def _spawn(step: dict[str, Any], workdir: Path, cache_dir: Path, timeout_s: float,
+           extra_env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run one step in a fresh process on `cache_dir`; a crash or timeout is a result too."""
+    from harness.run.runner import PROJECT_ROOT, worker_env
+
+    name = step["row"] + ("-build" if step["kind"].endswith("_build") else "")
+    spec_path, out_path = workdir / f"{name}.json", workdir / f"{name}.out.json"
+    spec_path.write_text(json.dumps(step))
+    env = {**worker_env(cache_dir), **(extra_env or {})}
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "harness.experiments.lifecycle", str(spec_path), str(out_path)],
+                              env=env, cwd=str(PROJECT_ROOT), capture_output=True, timeout=timeout_s, text=True)
+        rc, stderr = proc.returncode, proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        rc, stderr = None, f"timed out after {timeout_s:g}s: {exc}"
+    wall = time.perf_counter() - started
+    if out_path.exists():
+        result = json.loads(out_path.read_text())
+    else:
+        result = {"row": step["row"], "kind": step["kind"], "status": "crashed",
+                  "error": f"process exited with {rc} and no result: {stderr[-2000:]}"}
+    result["process_wall_s"] = wall
+    return result
+
+
+def coldstart(opts: ColdStartOptions) -> dict[str, Any]:
+    """Run the cold-start table; returns {'config', 'rows': [...], 'builds': [...]}."""
+    from harness.model.workloads import get_workload
+    from harness.run.runner import default_cache_root, load_registries, workload_modules
+
+    load_registries(opts.workload_files)
+    wl = get_workload(opts.workload)
+    unknown = [r for r in opts.rows if r not in ROWS]
+    if unknown:
+        raise ValueError(f"unknown cold-start row(s) {unknown}; rows are {', '.join(ROWS)}")
+    owned = opts.workdir is None
+    workdir = Path(opts.workdir or tempfile.mkdtemp(prefix="cb-coldstart-")).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    isa_cache = default_cache_root() / "isa-probe"
+    isa_cache.mkdir(parents=True, exist_ok=True)
+    base = {
+        "workload": opts.workload, "size": opts.size, "batch_size": opts.batch_size or wl.batch_size,
+        "device": opts.device, "dtype": opts.dtype, "options": opts.options, "workdir": str(workdir),
+        "workload_modules": workload_modules(), "workload_files": [str(Path(p).resolve()) for p in opts.workload_files],
+        "isa_cache_dir": str(isa_cache), "steady_calls": opts.steady_calls,
+    }
+    rows: dict[str, dict[str, Any]] = {}
+    builds: list[dict[str, Any]] = []
+
+    def step(row: str, kind: str, cache: str, **extra: Any) -> dict[str, Any]:
+        env = {"AOTI_RUNTIME_CHECK_INPUTS": "1"} if kind.startswith("aoti") else None
+        return _spawn({**base, "row": row, "kind": kind, **extra}, workdir, workdir / cache, opts.timeout_s, env)
+
+    want = set(opts.rows)
+    mega = workdir / "mega-cache.bin"
+    if want & {"jit_cold", "jit_warm", "mega_cache"}:
+        rows["jit_cold"] = step("jit_cold", "jit", "cache-jit", save_mega=str(mega))
+    if "jit_warm" in want:
+        rows["jit_warm"] = step("jit_warm", "jit", "cache-jit")
+    if "mega_cache" in want:
+        sha = rows["jit_cold"].get("mega_cache_sha256")
+        rows["mega_cache"] = (step("mega_cache", "mega_cache", "cache-mega", artifact=str(mega), sha256=sha) if sha else
+                              {"row": "mega_cache", "status": "failed", "error": "jit_cold saved no Mega-Cache artifacts"})
+    if want & {"aot_compile", "aot_compile_warm"}:
+        fn_path = workdir / "aot_compile.bin"
+        build = step("aot_compile", "aot_compile_build", "cache-aot-build", artifact=str(fn_path))
+        builds.append(build)
+        for row, cache in (("aot_compile", "cache-aot-load"), ("aot_compile_warm", "cache-aot-build")):
+            if row in want:
+                rows[row] = (step(row, "aot_compile_load", cache, artifact=str(fn_path), sha256=build["artifact_sha256"])
+                             if build.get("artifact_sha256") else _build_failed(row, build))
+    if "aoti" in want:
+        pkg = workdir / "model.pt2"
+        build = step("aoti", "aoti_build", "cache-aoti-build", artifact=str(pkg))
+        builds.append(build)
+        rows["aoti"] = (step("aoti", "aoti_load", "cache-aoti-load", artifact=str(pkg), sha256=build["artifact_sha256"])
+                        if build.get("artifact_sha256") else _build_failed("aoti", build))
+    ordered = [rows[r] for r in ROWS if r in rows and (r in want)]
+    if owned:
+        import shutil
+
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {"config": {**base, "rows": list(opts.rows)}, "rows": ordered, "builds": builds}
+
+
+def _build_failed(row: str, build: dict[str, Any]) -> dict[str, Any]:
+    return {"row": row, "status": "failed", "error": f"build step failed: {build.get('error', build.get('status'))}"}
+
+
+def speedup_vs_cold(result: dict[str, Any]) -> dict[str, float]:
+    """ttfr(jit_cold) / ttfr(row) for every row that has both figures."""
+    by_row = {r["row"]: r for r in result["rows"]}
+    cold = by_row.get("jit_cold", {}).get("ttfr_s")
+    if not cold:
+        return {}
+    return {row: cold / r["ttfr_s"] for row, r in by_row.items() if r.get("ttfr_s")}
+
+
+def coldstart_table(result: dict[str, Any]) -> Any:
+    """A rich Table of the cold-start rows."""
+    from rich.table import Table
+
+    speedups = speedup_vs_cold(result)
+    cfg = result["config"]
+    t = Table(title=f"cold start: {cfg['workload']} ({cfg['size']}, batch {cfg['batch_size']}, {cfg['device']}, {cfg['dtype']})")
+    for col in ("path", "status", "ready s", "1st call s", "TTFR s", "vs cold", "process s", "artifact", "cache hits",
+                "steady ms", "eager ms", "wrong shape"):
+        t.add_column(col)
+    for r in result["rows"]:
+        cache = r.get("cache") or {}
+        hits = f"fx {cache.get('fx_graph_hit', 0)}/{cache.get('fx_graph_hit', 0) + cache.get('fx_graph_miss', 0)}, " \
+               f"aot {cache.get('aot_autograd_hit', 0)}" if cache else "-"
+        size = r.get("artifact_bytes") or r.get("mega_cache_bytes")
+        t.add_row(
+            ROW_LABELS.get(r["row"], r["row"]), r.get("status", "?"), _fmt(r.get("ready_s")), _fmt(r.get("first_call_s")),
+            _fmt(r.get("ttfr_s")), f"{speedups[r['row']]:.1f}x" if r["row"] in speedups else "-",
+            _fmt(r.get("process_wall_s")), f"{size / 1024:.0f} KiB" if size else "-", hits,
+            _fmt(r.get("steady_s"), 1e3), _fmt(r.get("steady_eager_s"), 1e3),
+            (r.get("wrong_shape") or {}).get("outcome", "-"),
+        )
+    return t
+
+
+def _fmt(value: float | None, scale: float = 1.0) -> str:
+    return "-" if value is None else f"{value * scale:.3f}"
+
+
+if __name__ == "__main__":
+    sys.exit(child_main(sys.argv[1:]))

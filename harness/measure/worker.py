@@ -1,0 +1,394 @@
+"""The worker: measures exactly one case in a fresh process and writes one Record (JSON).
+
+Protocol (DESIGN.md): CPU ISA probe before any clock -> build -> eager first call ->
+compiled first call (cold compile, the parent gave us an empty Inductor cache) -> accuracy
+-> interleaved warm-up and timed rounds -> memory in its own pass. Every failure becomes a
+status with the phase, type, message and traceback; the parent turns crashes and
+timeouts (which leave no record) into statuses of their own.
+
+Run as `python -m harness.measure.worker SPEC.json OUT.json`.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from compiler import CompilerConfig
+from harness.measure.timing import (
+    Clock,
+    EventTimer,
+    HostTimer,
+    StopPolicy,
+    calibrate_inner,
+    measure_interleaved,
+)
+from harness.model.schema import Case, Record, write_json_atomic
+
+# phases whose exceptions mean "the compiler failed" rather than "the model failed"
+COMPILE_PHASES = ("compile",)
+
+
+class CaseSkipped(Exception):
+    """Raised for a case that cannot run here (device absent, size unsupported)."""
+
+
+def probe_cpu_isa(cache_dir: str | None) -> dict[str, Any]:
+    """Settle Inductor's CPU vector ISA before any clock starts.
+
+    Inductor's probe builds and dlopens C++ test programs (8-15 s cold, 2-5 s even with its
+    build cache). It is a property of (machine, torch), so the first worker stores the
+    answer in `cache_dir/isa.json`; later workers tell Inductor to trust the CPU flags
+    (`cpp.vec_isa_ok`) and check that it picks the same ISA, else they probe in full.
+    Returns {'isa', 'seconds', 'cached'} for the record: reported, never compile time."""
+    import torch
+    import torch._inductor.config as inductor_config
+    import torch._inductor.cpu_vec_isa as vec
+
+    from harness.measure.devices import cpu_model_name
+
+    start = time.perf_counter()
+    key = {"torch": torch.__version__, "cpu": cpu_model_name(), "python": os.path.realpath(sys.executable)}  # python vs python3 links: one entry
+    cache_file = Path(cache_dir) / "isa.json" if cache_dir else None
+    cached = None
+    if cache_file and cache_file.exists():
+        try:
+            data = json.loads(cache_file.read_text())
+            cached = data["isa"] if data.get("key") == key else None
+        except (ValueError, KeyError, OSError):
+            cached = None
+    if cached is not None:
+        inductor_config.cpp.vec_isa_ok = True
+        if str(vec.pick_vec_isa()) == cached:
+            return {"isa": cached, "seconds": time.perf_counter() - start, "cached": True}
+        inductor_config.cpp.vec_isa_ok = None  # flags and probe disagree: trust the probe
+        vec.valid_vec_isa_list.cache_clear()
+        vec.pick_vec_isa.cache_clear()
+    case_cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if cache_dir:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir  # probe builds land in the shared dir
+    try:
+        isa = str(vec.pick_vec_isa())
+    finally:
+        if case_cache is not None:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = case_cache
+    if cache_file:
+        try:
+            write_json_atomic(cache_file, {"key": key, "isa": isa})
+        except OSError:
+            pass
+    return {"isa": isa, "seconds": time.perf_counter() - start, "cached": False}
+
+
+def clone_outputs(obj: Any) -> Any:
+    """Detach and clone tensors so later calls (CUDA graphs reuse buffers) cannot change
+    the output kept for the accuracy check."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return tuple(clone_outputs(o) for o in obj)
+    if isinstance(obj, list):
+        return [clone_outputs(o) for o in obj]
+    if isinstance(obj, dict):
+        return {k: clone_outputs(v) for k, v in obj.items()}
+    if hasattr(obj, "to_tuple"):
+        return clone_outputs(obj.to_tuple())
+    return obj
+
+
+def timed_first_call(fn: Callable[[], Any], sync: Callable[[], None], clock: Clock) -> tuple[Any, float]:
+    sync()
+    start = clock()
+    out = fn()
+    sync()
+    return out, (clock() - start) / 1e9
+
+
+def memory_pass(device: Any, fn: Callable[[], Any], calls: int = 3) -> dict[str, Any]:
+    """Peak memory of `calls` calls, in a pass of its own (never inside the timed loop)."""
+    gc.collect()
+    baseline = device.reset_peak_memory()
+    for _ in range(calls):
+        fn()
+    device.synchronize()
+    peak = device.peak_memory()
+    return {
+        "peak_memory_bytes": peak,
+        "peak_memory_delta_bytes": (peak - baseline) if peak is not None else None,
+        "memory_kind": device.memory_kind,
+    }
+
+
+def classify_exception(exc: BaseException, phase: str) -> str:
+    name = type(exc).__name__
+    if isinstance(exc, MemoryError) or "OutOfMemory" in name or "out of memory" in str(exc).lower()[:2000]:
+        return "oom"
+    if _is_skip(exc):
+        return "skipped"
+    module = type(exc).__module__ or ""
+    if phase in COMPILE_PHASES or module.startswith(("torch._dynamo", "torch._inductor")):
+        return "fail_compile"
+    return "fail_run"
+
+
+def error_dict(exc: BaseException, phase: str) -> dict[str, Any]:
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc)[:4000],
+        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-20000:],
+        "phase": phase,
+    }
+
+
+def _variant_block(samples: list[float], first_call_s: float, inner: int, memory: dict[str, Any]) -> dict[str, Any]:
+    from harness.model.stats import summarize
+
+    return {"samples_s": samples, "first_call_s": first_call_s, "inner_loops": inner, "summary": summarize(samples), **memory}
+
+
+def _import_workloads(spec: dict[str, Any]) -> None:
+    from harness.model.workloads import import_workload_module, load_workload_file
+
+    for module in spec.get("workload_modules", []):
+        import_workload_module(module)
+    for path in spec.get("workload_files", []):
+        load_workload_file(path)
+
+
+def run_case(spec: dict[str, Any], clock: Clock = time.perf_counter_ns) -> Record:
+    """Measure one case in this process. Never raises for a case failure: returns a Record."""
+    case = Case.from_dict(spec["case"])
+    record = Record(case=case, status="ok", metrics={})
+    phase = "setup"
+    phase_started = clock()
+    phase_s: dict[str, float] = {}
+    record.metrics["phase_s"] = phase_s
+
+    def enter(name: str) -> str:
+        # wall time per phase: where a slow case spent its time, measured not guessed
+        nonlocal phase_started
+        now = clock()
+        phase_s[phase] = round(phase_s.get(phase, 0.0) + (now - phase_started) / 1e9, 6)
+        phase_started = now
+        return name
+
+    try:
+        import torch
+
+        from harness.measure.devices import parse_device
+        from harness.model.scenarios import get_scenario
+        from harness.model.workloads import WorkloadContext, get_workload
+
+        compiler = CompilerConfig.from_dict(spec["compiler"])
+        policy = StopPolicy(**spec.get("policy", {}))
+        device = parse_device(case.device)
+        avail = device.availability()
+        if not avail.available:
+            raise CaseSkipped(avail.reason)
+        unsupported = compiler.unsupported_reason(device.type)
+        if unsupported:
+            raise CaseSkipped(unsupported)
+        # heavy imports belong to setup, not to the build time of the model
+        import torch._dynamo  # noqa: F401
+        if not compiler.is_eager and compiler.backend == "inductor":
+            import torch._inductor.compile_fx  # noqa: F401
+        _import_workloads(spec)
+        wl = get_workload(case.workload)
+        scenario_fn = get_scenario(case.scenario)
+        if case.size not in wl.sizes:
+            raise CaseSkipped(f"workload {wl.name} has no size {case.size!r} (sizes: {', '.join(wl.sizes)})")
+        if wl.devices and device.type not in wl.devices:
+            raise CaseSkipped(f"workload {wl.name} runs on {', '.join(wl.devices)} only")
+
+        phase = enter("isa_probe")
+        if device.type == "cpu" and compiler.backend == "inductor":
+            probe = probe_cpu_isa(spec.get("isa_cache_dir"))
+            record.metrics["isa_probe_s"] = probe["seconds"]
+            record.metrics["cpu_vec_isa"] = probe["isa"]
+            record.metrics["isa_probe_cached"] = probe["cached"]
+
+        phase = enter("build")
+        torch.manual_seed(int(spec.get("seed", 0)))
+        ctx = WorkloadContext(
+            device=device.torch_name,
+            dtype=getattr(torch, case.dtype),
+            batch_size=case.batch_size,
+            size=case.size,
+            options=dict(case.options),
+        )
+        start = clock()
+        built = wl.build(ctx)
+        prepared = scenario_fn(built, wl, compiler, ctx)
+        device.synchronize()
+        record.metrics["build_s"] = (clock() - start) / 1e9
+        record.notes.extend(prepared.notes)
+
+        phase = enter("eager_first_call")
+        out_eager, eager_first = timed_first_call(prepared.eager, device.synchronize, clock)
+        out_eager = clone_outputs(out_eager)
+        if prepared.accuracy_view:
+            out_eager = clone_outputs(prepared.accuracy_view("eager", out_eager))
+
+        variants: dict[str, Callable[[], Any]] = {"eager": prepared.eager}
+        compiled_first = None
+        observer = None
+        if prepared.compiled is not None:
+            from harness.measure.compile_metrics import CompileObserver
+
+            observer = CompileObserver().start()
+            phase = enter("compile")
+            out_comp, compiled_first = timed_first_call(prepared.compiled, device.synchronize, clock)
+            out_comp = clone_outputs(out_comp)
+            if prepared.accuracy_view:
+                out_comp = clone_outputs(prepared.accuracy_view("compiled", out_comp))
+            first_snapshot = observer.snapshot()
+            record.metrics["compile_time_s"] = compiled_first
+            record.metrics["compile_breakdown_s"] = first_snapshot["compile_breakdown_s"]
+            phase = enter("accuracy")
+            from harness.model.accuracy import compare_outputs
+
+            comparer = prepared.compare or compare_outputs
+            record.metrics["accuracy"] = comparer(out_eager, out_comp, case.dtype)
+            variants["compiled"] = prepared.compiled
+
+        phase = enter("measure")
+        timer: Callable[[Callable[[], Any], int], float]
+        if device.has_events:
+            timer = EventTimer(device.event_pair, device.synchronize)
+        else:
+            timer = HostTimer(device.synchronize, clock)
+        for _ in range(policy.warmup):
+            for fn in variants.values():
+                fn()
+        warm_snapshot = observer.snapshot() if observer else None
+        inner = {name: calibrate_inner(timer, fn, policy.target_sample_s) for name, fn in variants.items()}
+        samples = measure_interleaved(variants, timer, replace(policy, warmup=0), clock, inner)
+
+        phase = enter("memory")
+        mem = {name: memory_pass(device, fn) for name, fn in variants.items()}
+
+        record.eager = _variant_block(samples["eager"], eager_first, inner["eager"], mem["eager"])
+        if compiled_first is not None:
+            record.compiled = _variant_block(samples["compiled"], compiled_first, inner["compiled"], mem["compiled"])
+        if observer is not None:
+            snap = observer.snapshot()
+            _fill_compile_metrics(record, snap, first_snapshot, warm_snapshot)
+            _fill_compiler_effects(record, compiler, device.type, built.model)
+        phase = enter("done")
+        _fill_derived_metrics(record, prepared, policy)
+        record.metrics.update(prepared.metrics)
+        accuracy = record.metrics.get("accuracy", {})
+        if accuracy.get("status") == "fail":
+            record.status = "fail_accuracy"
+            record.error = {"type": "AccuracyError", "message": accuracy.get("reason", ""), "traceback": "", "phase": "accuracy"}
+        if compiler.fullgraph and record.metrics.get("graph_breaks"):
+            record.status = "fail_compile"
+            first = record.graph_break_reasons[0] if record.graph_break_reasons else {}
+            record.error = {
+                "type": "GraphBreak",
+                "message": f"fullgraph=True but {record.metrics['graph_breaks']} graph break(s): "
+                f"{first.get('reason', '')} at {first.get('location', '?')}",
+                "traceback": "",
+                "phase": "compile",
+            }
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes data
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        record.status = classify_exception(exc, phase)
+        record.error = error_dict(exc, phase)
+        if _is_skip(exc):
+            record.error = {"type": "Skipped", "message": str(exc), "traceback": "", "phase": phase}
+    return record
+
+
+def _fill_compile_metrics(record: Record, snap: dict[str, Any], first: dict[str, Any], warm: dict[str, Any]) -> None:
+    m = record.metrics
+    for key in ("graph_breaks", "unique_graph_breaks", "graphs", "recompiles", "frames_total", "frames_ok",
+                "calls_captured", "cudagraph_skips", "compiled_frames"):
+        m[key] = snap[key]
+    # a compiled train step typically recompiles once on its 2nd call (optimizer state
+    # appears): that is warm-up. Recompiles in the timed rounds are a steady-state problem.
+    m["recompiles_during_warmup"] = warm["recompiles"] - first["recompiles"]
+    m["recompiles_steady_state"] = snap["recompiles"] - warm["recompiles"]
+    m["compile_time_total_s"] = snap["compile_breakdown_s"]["total"]
+    m["frames_fell_back"] = max(snap["frames_total"] - snap["frames_ok"], 0)
+    m["cache"] = snap["cache"]
+    record.graph_break_reasons = snap["graph_break_reasons"]
+    record.recompile_reasons = snap["recompile_reasons"]
+    if snap["cudagraph_skips"]:
+        record.notes.append(f"CUDA graphs were skipped {snap['cudagraph_skips']} time(s): the mode's cudagraph effect did not apply")
+
+
+def _is_skip(exc: BaseException) -> bool:
+    from compiler import NotApplicableError  # a config that cannot apply to this model
+
+    return isinstance(exc, (CaseSkipped, NotApplicableError))
+
+
+def _fill_compiler_effects(record: Record, compiler: CompilerConfig, device_type: str, model: Any) -> None:
+    """Autotune counts and notes for modes that did less than their name says here."""
+    import torch._dynamo.utils as dutils
+
+    from compiler.effects import describe_effects
+
+    metrics, notes = describe_effects(compiler, device_type, dutils.counters.get("inductor", {}), model)
+    record.metrics.update(metrics)
+    record.notes.extend(notes)
+
+
+def _fill_derived_metrics(record: Record, prepared: Any, policy: StopPolicy) -> None:
+    from harness.model.stats import ratio_of_medians_ci
+
+    m = record.metrics
+    eager = record.eager or {}
+    measured = record.compiled or eager
+    median = measured["summary"].get("median")
+    m["latency_s"] = median
+    m["throughput"] = (prepared.units_per_call / median) if median else None
+    m["throughput_unit"] = f"{prepared.unit}/s"
+    m["units_per_call"] = prepared.units_per_call
+    m["policy"] = policy.to_dict()
+    if record.compiled:
+        ci = ratio_of_medians_ci(eager["samples_s"], record.compiled["samples_s"])
+        if ci:
+            m["speedup"], m["speedup_ci_low"], m["speedup_ci_high"] = ci
+        ep, cp = eager.get("peak_memory_bytes"), record.compiled.get("peak_memory_bytes")
+        m["compression_ratio"] = (ep / cp) if ep and cp else None
+        m["eager_throughput"] = prepared.units_per_call / eager["summary"]["median"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: python -m harness.measure.worker SPEC.json OUT.json", file=sys.stderr)
+        return 2
+    spec = json.loads(Path(argv[0]).read_text())
+    record = run_case(spec)
+    record.worker = {"pid": os.getpid(), "python": sys.executable}
+    write_json_atomic(argv[1], _json_safe(record.to_dict()))
+    return 0
+
+
+def _json_safe(obj: Any) -> Any:
+    """NaN/Inf are not JSON: store them as None (and keep the file loadable everywhere)."""
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+if __name__ == "__main__":
+    sys.exit(main())

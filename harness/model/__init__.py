@@ -1,0 +1,6 @@
+"""The result model and the workload model: what a case is and what a record holds.
+
+Owns: the run-file schema (Case, Record, Run, load/save, upgraders), workloads and
+scenarios (the registries user code extends), accuracy checks, statistics and JSON file io.
+May import: nothing else in harness (the bottom layer; torch only lazily).
+"""

@@ -1,0 +1,168 @@
+"""Scenarios: what one "call" of a case is (inference forward, a training step, ...).
+
+A scenario turns a built workload and a compiler config into a `Prepared`: an eager
+callable, a compiled callable (None for the eager config) doing the same unit of work, and
+how many units (samples, tokens, images) one call processes. The worker times those
+callables and never needs to know what is inside them; other suites register their own
+scenarios (prefill, decode, denoise, ...) with `@scenario("name")`.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from compiler import CompilerConfig
+from harness.model.workloads import Built, Workload, WorkloadContext
+
+
+class UnknownScenarioError(ValueError):
+    pass
+
+
+@dataclass
+class Prepared:
+    eager: Callable[[], Any]
+    compiled: Callable[[], Any] | None
+    units_per_call: float
+    unit: str = "samples"
+    # maps (variant, first-call output) to what accuracy compares; identity by default
+    accuracy_view: Callable[[str, Any], Any] | None = None
+    # a scenario may replace the generic comparison (token equality for greedy decode, ...)
+    compare: Callable[[Any, Any, str], dict[str, Any]] | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)  # scenario-specific figures
+    notes: list[str] = field(default_factory=list)
+
+
+ScenarioFn = Callable[[Built, Workload, CompilerConfig, WorkloadContext], Prepared]
+SCENARIOS: dict[str, ScenarioFn] = {}
+
+
+def scenario(name: str) -> Callable[[ScenarioFn], ScenarioFn]:
+    def register(fn: ScenarioFn) -> ScenarioFn:
+        SCENARIOS[name] = fn
+        return fn
+
+    return register
+
+
+# scenario modules of the harness itself, imported on first lookup of a name they define
+BUILTIN_SCENARIO_MODULES = ("harness.model.training",)
+
+
+def get_scenario(name: str) -> ScenarioFn:
+    if name not in SCENARIOS:
+        import importlib
+
+        for module in BUILTIN_SCENARIO_MODULES:
+            importlib.import_module(module)
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, SCENARIOS, n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise UnknownScenarioError(f"unknown scenario {name!r}{hint}; known: {', '.join(sorted(SCENARIOS))}") from None
+
+
+def units(built: Built, ctx: WorkloadContext) -> float:
+    return float(built.units_per_call if built.units_per_call is not None else ctx.batch_size)
+
+
+@scenario("forward")
+def forward(built: Built, wl: Workload, compiler: CompilerConfig, ctx: WorkloadContext) -> Prepared:
+    """Inference forward under no_grad. The compiled module shares the eager module's
+    parameters, so both variants read the same weights."""
+    import torch
+
+    model = built.model
+    if hasattr(model, "eval"):
+        model.eval()
+    args, kwargs = built.args, built.kwargs
+
+    def call(m: Callable) -> Callable[[], Any]:
+        def run() -> Any:
+            with torch.no_grad():
+                return m(*args, **kwargs)
+
+        return run
+
+    compiled = None if compiler.is_eager else call(compiler.compile(model))
+    return Prepared(eager=call(model), compiled=compiled, units_per_call=units(built, ctx), unit=wl.unit)
+
+
+def default_loss(output: Any) -> Any:
+    """A scalar with a gradient through every output element: the model's own loss when it
+    returns one (transformers with labels), else the mean square of the first tensor."""
+    loss = getattr(output, "loss", None)
+    if loss is not None:
+        return loss
+    from harness.model.accuracy import flatten_tensors
+
+    tensors = flatten_tensors(output)
+    if not tensors:
+        raise TypeError("train scenario: the model returned no tensor to build a loss from; pass loss= to @workload")
+    return tensors[0].float().pow(2).mean()
+
+
+def make_optimizer(name: str, params: Any) -> Any:
+    import torch
+
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+    raise ValueError(f"unknown optimizer {name!r}; use 'adamw' or 'sgd'")
+
+
+def make_train_step(model: Any, forward: Callable, optimizer: str, loss_fn: Callable, args: tuple,
+                    kwargs: dict) -> Callable[[], Any]:
+    """zero_grad, forward, loss, backward, optimizer step: the function users compile.
+    `forward` is the model itself or its compiled wrapper (train_module_only)."""
+    opt = make_optimizer(optimizer, model.parameters())
+
+    def train_step() -> Any:
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(forward(*args, **kwargs))
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    return train_step
+
+
+def gradients_view(models: dict[str, Any]) -> Callable[[str, Any], Any]:
+    """Accuracy of a training step: the loss plus every gradient of the first step, so
+    backward is checked, not only forward."""
+
+    def view(variant: str, loss: Any) -> Any:
+        return (loss, [p.grad for p in models[variant].parameters() if p.grad is not None])
+
+    return view
+
+
+@scenario("train")
+def train(built: Built, wl: Workload, compiler: CompilerConfig, ctx: WorkloadContext) -> Prepared:
+    """One training step compiled as a single function, as users compile `train_step`.
+    Eager and compiled each own a copy of the model and optimizer from the same initial
+    state, so their first steps compare."""
+    model_eager = built.model
+    model_eager.train()
+    model_compiled = copy.deepcopy(model_eager)
+    loss_fn = wl.loss or default_loss
+    args, kwargs = built.args, built.kwargs
+    eager_step = make_train_step(model_eager, model_eager, wl.optimizer, loss_fn, args, kwargs)
+    compiled_step = None
+    if not compiler.is_eager:
+        step = make_train_step(model_compiled, model_compiled, wl.optimizer, loss_fn, args, kwargs)
+        compiled_step = compiler.compile(step)
+    return Prepared(
+        eager=eager_step,
+        compiled=compiled_step,
+        units_per_call=units(built, ctx),
+        unit=wl.unit,
+        accuracy_view=gradients_view({"eager": model_eager, "compiled": model_compiled}),
+        notes=[f"optimizer={wl.optimizer}"],
+    )

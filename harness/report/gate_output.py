@@ -1,0 +1,173 @@
+"""Render a Comparison: rich terminal table, GitHub-flavoured markdown, JSON.
+
+The markdown is written for a PR comment or a job summary: the verdict line first, then
+the cases that need attention (regressions, now failing, missing, noisy) in a table, and
+everything else inside a collapsible <details> block so a clean PR stays one screen long.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from harness.analysis.compare import (
+    IMPROVEMENT,
+    MISSING,
+    NOISY,
+    NOW_FAILING,
+    NOW_PASSING,
+    REGRESSION,
+    CaseResult,
+    Comparison,
+    MetricResult,
+)
+from harness.report.display import fmt_bytes, fmt_seconds
+
+ATTENTION = (REGRESSION, NOW_FAILING, MISSING, NOISY)
+STYLE = {REGRESSION: "bold red", NOW_FAILING: "bold red", MISSING: "yellow", NOISY: "yellow",
+         IMPROVEMENT: "green", NOW_PASSING: "green"}
+EMOJI = {REGRESSION: ":red_circle:", NOW_FAILING: ":x:", MISSING: ":warning:", NOISY: ":grey_question:",
+         IMPROVEMENT: ":green_circle:", NOW_PASSING: ":white_check_mark:"}
+
+
+def fmt_value(metric: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    if metric in ("latency", "compile_time"):
+        return fmt_seconds(value)
+    if metric == "peak_memory":
+        return fmt_bytes(int(value))
+    if metric == "speedup":
+        return f"{value:.3f}x"
+    return f"{value:g}"
+
+
+def fmt_change(m: MetricResult) -> str:
+    if m.change is None:
+        return "-"
+    if m.metric in ("graph_breaks", "recompiles"):
+        return f"{m.change:+g}"
+    text = f"{m.change:+.1%}"
+    if m.ci is not None:
+        text += f" [{m.ci[0] - 1:+.1%}, {m.ci[1] - 1:+.1%}]"
+    return text
+
+
+def fmt_threshold(m: MetricResult) -> str:
+    if m.metric == "accuracy":
+        return "pass->fail"
+    if m.threshold is None:
+        return "off"
+    if m.threshold == 0 and m.metric in ("graph_breaks", "recompiles"):
+        return "any increase"
+    if isinstance(m.threshold, float):
+        return f"{m.threshold:.0%}" if m.threshold * 100 == int(m.threshold * 100) else f"{m.threshold:.1%}"
+    return f"+{m.threshold}"
+
+
+def _status_note(case: CaseResult) -> str:
+    if case.verdict == MISSING:
+        return "measured in base, not in head"
+    if case.status_base is None:
+        return "new in head"
+    return f"status {case.status_base} -> {case.status_head}"
+
+
+def headline(cmp: Comparison, failing: list[CaseResult]) -> str:
+    counts = ", ".join(f"{n} {v}" for v, n in cmp.counts().items())
+    state = f"FAIL: {len(failing)} case(s) regressed or broke" if failing else "PASS: no regression"
+    return f"{state} ({len(cmp.cases)} cases: {counts})"
+
+
+def _interesting_metrics(case: CaseResult) -> list[MetricResult]:
+    """The metrics worth a row: those that changed verdict, else none."""
+    return [m for m in case.metrics if m.verdict not in ("unchanged", "n/a")]
+
+
+# ---------------------------------------------------------------- terminal
+
+def terminal_table(cmp: Comparison, show_all: bool = False) -> Table:
+    table = Table(title=f"compare {', '.join(cmp.base['run_ids'])} -> {', '.join(cmp.head['run_ids'])}")
+    for col, just in (("case", "left"), ("verdict", "left"), ("metric", "left"), ("base", "right"),
+                      ("head", "right"), ("change [CI]", "right"), ("p", "right"), ("threshold", "right"),
+                      ("note", "left")):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for case in cmp.cases:
+        rows = _interesting_metrics(case) or (case.metrics[:2] if show_all else [])
+        verdict = Text(case.verdict, style=STYLE.get(case.verdict, ""))
+        if not rows:
+            if show_all or case.verdict != "unchanged":
+                note = case.error or _status_note(case)
+                table.add_row(Text(case.case_id), verdict, "status", case.status_base or "-", case.status_head or "-",
+                              "", "", "", Text(note))
+            continue
+        for i, m in enumerate(rows):
+            table.add_row(Text(case.case_id) if i == 0 else "", verdict if i == 0 else "", m.metric,
+                          fmt_value(m.metric, m.base), fmt_value(m.metric, m.head), fmt_change(m),
+                          f"{m.p_value:.2g}" if m.p_value is not None else "-", fmt_threshold(m), Text(m.note))
+    return table
+
+
+# ---------------------------------------------------------------- markdown
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+
+
+def _md_rows(cases: list[CaseResult], all_metrics: bool) -> list[str]:
+    rows = ["| case | verdict | metric | base | head | change [CI] | p | threshold |",
+            "|---|---|---|--:|--:|--:|--:|--:|"]
+    for case in cases:
+        metrics = case.metrics if all_metrics else _interesting_metrics(case)
+        verdict = f"{EMOJI.get(case.verdict, '')} {case.verdict}".strip()
+        if not metrics:
+            detail = _md_escape(case.error) if case.error else _status_note(case)
+            rows.append(f"| `{_md_escape(case.case_id)}` | {verdict} | status | {case.status_base or '-'} | "
+                        f"{case.status_head or '-'} | {detail} | | |")
+            continue
+        for i, m in enumerate(metrics):
+            name = f"`{_md_escape(case.case_id)}`" if i == 0 else ""
+            rows.append(f"| {name} | {verdict if i == 0 else ''} | {m.metric} | {fmt_value(m.metric, m.base)} | "
+                        f"{fmt_value(m.metric, m.head)} | {fmt_change(m)} | "
+                        f"{f'{m.p_value:.2g}' if m.p_value is not None else '-'} | {fmt_threshold(m)} |")
+    return rows
+
+
+def markdown(cmp: Comparison, failing: list[CaseResult], title: str = "compilebench gate") -> str:
+    lines = [f"## {title}", "", f"**{headline(cmp, failing)}**", ""]
+    lines.append(f"base: `{', '.join(cmp.base['run_ids'])}` (torch {cmp.base.get('torch')}) · "
+                 f"head: `{', '.join(cmp.head['run_ids'])}` (torch {cmp.head.get('torch')}) · "
+                 f"thresholds: `{cmp.thresholds_source}`")
+    lines.append("")
+    for warning in cmp.warnings:
+        lines += [f"> [!WARNING]\n> {_md_escape(warning)}", ""]
+    attention = [c for c in cmp.cases if c.verdict in ATTENTION]
+    if attention:
+        lines += ["### Needs attention", "", *_md_rows(attention, all_metrics=False), ""]
+        flagged = [c for c in attention if c.flags]
+        for c in flagged:
+            lines.append(f"- `{_md_escape(c.case_id)}`: " + "; ".join(_md_escape(f) for f in c.flags))
+        if flagged:
+            lines.append("")
+    rest = [c for c in cmp.cases if c.verdict not in ATTENTION]
+    if rest:
+        lines += [f"<details><summary>All other cases ({len(rest)})</summary>", "",
+                  *_md_rows(rest, all_metrics=True), "", "</details>", ""]
+    lines.append("Verdicts need a significant Mann-Whitney U test, a bootstrap CI of head/base that excludes 1, "
+                 "and a change beyond the threshold. `noisy`: the spread is too high to judge at this threshold.")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- JSON
+
+def json_text(cmp: Comparison, failing: list[CaseResult], fail_on: tuple[str, ...]) -> str:
+    data = cmp.to_dict()
+    data["fail_on"] = list(fail_on)
+    data["failed"] = [c.case_id for c in failing]
+    data["headline"] = headline(cmp, failing)
+    return json.dumps(data, indent=1, allow_nan=False)

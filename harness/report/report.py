@@ -1,0 +1,234 @@
+"""HTML run report: one self-contained file (inline CSS, JS and SVG, no network).
+
+Rendered with Jinja2 with autoescaping on, so every string that came from a model, a
+workload file or an exception is escaped; data handed to inline JS goes through `|tojson`,
+which escapes `<`, `>` and `&` so a `</script>` in a name cannot end the script block.
+Charts come from `harness.report.charts` (matplotlib -> inline SVG).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from harness.model.schema import Record, Run
+from harness.model.stats import geomean
+from harness.report.display import fmt_bytes, fmt_seconds
+
+FAILED_STATUSES_ORDER = ("crashed", "timeout", "oom", "fail_compile", "fail_run", "fail_accuracy", "skipped")
+
+
+@functools.lru_cache(maxsize=1)
+def template_env() -> Environment:
+    """The Jinja2 environment shared by the report and the dashboard (autoescape always on).
+    Cached: compiling the templates costs more than rendering one report."""
+    env = Environment(loader=PackageLoader("harness.report", "templates"), autoescape=select_autoescape(default=True),
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters["seconds"] = fmt_seconds
+    env.filters["bytes"] = fmt_bytes
+    env.filters["x"] = lambda v, digits=2: "-" if v is None else f"{v:.{digits}f}x"
+    env.filters["metric"] = _format_metric
+    env.filters["pct"] = lambda v, digits=0: "-" if v is None else f"{100 * v:.{digits}f}%"
+    return env
+
+
+def _format_metric(v: float | None, fmt: str) -> str:
+    from harness.report.dashboard import format_value
+
+    return format_value(v, fmt)
+
+
+def headline(run: Run) -> list[dict[str, Any]]:
+    """Per device x compiler: geomean speedup over passing cases, pass rate, compile time."""
+    groups: dict[tuple[str, str], list] = defaultdict(list)
+    for r in run.records:
+        groups[(r.case.device, r.case.compiler)].append(r)
+    rows = []
+    for (device, compiler), recs in sorted(groups.items()):
+        ok = [r for r in recs if r.status == "ok"]
+        compile_times = [r.metrics.get("compile_time_s") for r in ok if r.metrics.get("compile_time_s") is not None]
+        failures: dict[str, int] = defaultdict(int)
+        for r in recs:
+            if r.status != "ok":
+                failures[r.status] += 1
+        rows.append({
+            "device": device,
+            "compiler": compiler,
+            "geomean_speedup": geomean([r.metrics.get("speedup") for r in ok]),
+            "pass_rate": len(ok) / len(recs) if recs else 0.0,
+            "cases": len(recs),
+            "mean_compile_s": sum(compile_times) / len(compile_times) if compile_times else None,
+            "geomean_compression": geomean([r.metrics.get("compression_ratio") for r in ok]),
+            "failures": dict(failures),
+        })
+    return rows
+
+
+def case_rows(run: Run) -> list[dict[str, Any]]:
+    """One dict per record with what the case table shows; sort keys are plain numbers."""
+    rows = []
+    for r in run.records:
+        m = r.metrics or {}
+        bd = m.get("compile_breakdown_s") or {}
+        rows.append({
+            "record": r,
+            "case_id": r.case_id,
+            "workload": r.case.workload,
+            "compiler": r.case.compiler,
+            "device": r.case.device,
+            "status": r.status,
+            "speedup": m.get("speedup"),
+            "ci": (m.get("speedup_ci_low"), m.get("speedup_ci_high")),
+            "latency_s": m.get("latency_s"),
+            "throughput": m.get("throughput"),
+            "unit": m.get("throughput_unit") or "",
+            "compile_s": m.get("compile_time_s"),
+            "warm_compile_s": m.get("warm_compile_time_s"),
+            "stages": {k: bd.get(k) for k in ("dynamo", "aot_autograd")} | {
+                "inductor": (bd.get("inductor") or 0) + (bd.get("inductor_codegen") or 0) if bd else None},
+            "mem_eager": (r.eager or {}).get("peak_memory_bytes"),
+            "mem_compiled": (r.compiled or {}).get("peak_memory_bytes"),
+            "graph_breaks": m.get("graph_breaks"),
+            "recompiles": m.get("recompiles"),
+            "accuracy": (m.get("accuracy") or {}).get("status") if isinstance(m.get("accuracy"), dict) else None,
+        })
+    return rows
+
+
+def grouped_reasons(records: list[Record], attr: str) -> list[dict[str, Any]]:
+    """Graph-break or recompile reasons grouped by (reason, location) across cases, most frequent first."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in records:
+        for item in getattr(r, attr) or []:
+            key = (str(item.get("reason", "")), str(item.get("location", "unknown")))
+            g = groups.setdefault(key, {"reason": key[0], "location": key[1], "count": 0, "cases": [],
+                                        "function": item.get("function", ""), "user_stack": item.get("user_stack", ""),
+                                        "user_location": item.get("user_location", "")})
+            g["count"] += int(item.get("count", 1) or 1)
+            if r.case_id not in g["cases"]:
+                g["cases"].append(r.case_id)
+    return sorted(groups.values(), key=lambda g: (-g["count"], g["location"]))
+
+
+# -- comparison with a baseline run ------------------------------------------------------------
+
+# compare.py's metric names -> the report's delta columns (relative changes only; counts go to "why")
+DELTA_COLUMNS = {"speedup": "speedup", "latency": "latency_s", "compile_time": "compile_time_s",
+                 "peak_memory": "compiled_peak_memory_bytes"}
+_JUDGED = ("regression", "now failing", "improvement", "now passing", "noisy")
+
+
+@dataclass
+class Delta:
+    """One case compared with the baseline, as the report shows it."""
+
+    case_id: str
+    verdict: str
+    base_speedup: float | None = None
+    head_speedup: float | None = None
+    base_status: str | None = None
+    head_status: str | None = None
+    changes: dict[str, float | None] = field(default_factory=dict)  # column -> relative change (head/base - 1)
+    reasons: list[str] = field(default_factory=list)
+
+
+def compare_for_report(base: Run, head: Run) -> tuple[list[Delta], list[str]]:
+    """Per-case deltas with harness.analysis.compare's verdicts (statistics on the raw samples plus
+    thresholds), worst first, and the comparison's warnings. A report still renders across
+    different environments: the mismatch becomes a warning at the top instead of an error."""
+    from harness.analysis.compare import compare_runs
+
+    comparison = compare_runs([base], [head], allow_mismatch=True)
+    b_map, h_map = base.record_map(), head.record_map()
+    deltas = []
+    for c in comparison.cases:
+        b, h = b_map.get(c.case_id), h_map.get(c.case_id)
+        d = Delta(c.case_id, c.verdict, _speedup(b), _speedup(h), c.status_base, c.status_head)
+        for m in c.metrics:
+            if m.metric in DELTA_COLUMNS:
+                d.changes[DELTA_COLUMNS[m.metric]] = m.change
+            if m.verdict in _JUDGED:
+                d.reasons.append(_reason(m))
+        d.reasons += list(c.flags) + ([c.error] if c.error else [])
+        deltas.append(d)
+    return deltas, list(comparison.warnings)
+
+
+def _speedup(r: Record | None) -> float | None:
+    return (r.metrics or {}).get("speedup") if r is not None else None
+
+
+def _reason(m: Any) -> str:
+    if m.change is None:
+        text = f"{m.metric} {m.verdict}"
+    elif m.metric in DELTA_COLUMNS:
+        text = f"{m.metric} {m.change:+.1%}"
+    else:
+        text = f"{m.metric} {m.change:+g}"
+    if m.p_value is not None:
+        text += f" (p={m.p_value:.2g})"
+    return text + (f": {m.note}" if m.note else "")
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+def report_context(run: Run, baseline: Run | None = None, charts: bool = True) -> dict[str, Any]:
+    """Everything the template needs; `charts=False` skips matplotlib (dashboard night pages)."""
+    deltas, compare_warnings = compare_for_report(baseline, run) if baseline is not None else ([], [])
+    verdict_counts: dict[str, int] = defaultdict(int)
+    for d in deltas:
+        verdict_counts[d.verdict] += 1
+    status_counts: dict[str, int] = defaultdict(int)
+    for r in run.records:
+        status_counts[r.status] += 1
+    return {
+        "run": run,
+        "synthetic": is_synthetic(run),
+        "headline": headline(run),
+        "rows": case_rows(run),
+        "statuses": sorted(status_counts),
+        "status_counts": dict(status_counts),
+        "compilers": sorted({r.case.compiler for r in run.records}),
+        "charts": _charts(run) if charts else [],
+        "charts_omitted": not charts,
+        "graph_breaks": grouped_reasons(run.records, "graph_break_reasons"),
+        "recompiles": grouped_reasons(run.records, "recompile_reasons"),
+        "failed": sorted((r for r in run.records if r.error),
+                         key=lambda r: (_status_rank(r.status), r.case_id)),
+        "baseline": baseline,
+        "deltas": deltas,
+        "verdict_counts": dict(verdict_counts),
+        "compare_warnings": compare_warnings,
+    }
+
+
+def _charts(run: Run) -> list:
+    from harness.report.charts import report_charts  # matplotlib: only imported when a page has charts
+
+    return report_charts(run.records)
+
+
+def _status_rank(status: str) -> int:
+    return FAILED_STATUSES_ORDER.index(status) if status in FAILED_STATUSES_ORDER else len(FAILED_STATUSES_ORDER)
+
+
+def is_synthetic(run: Run) -> bool:
+    """Generated data (benchmarks, demos) is flagged in the run so every page can say so."""
+    return bool(run.environment.get("synthetic")) or "SYNTHETIC" in (run.label or "")
+
+
+def render_report(run: Run, baseline: Run | None = None, charts: bool = True, links: dict[str, str] | None = None) -> str:
+    """The report as one HTML string. `links` adds navigation (e.g. back to the dashboard)."""
+    template = template_env().get_template("report.html.j2")
+    return template.render(**report_context(run, baseline, charts), links=links or {})
+
+
+def write_report(run: Run, out: str | Path, baseline: Run | None = None) -> Path:
+    from harness.model.schema import write_text_atomic
+
+    return write_text_atomic(out, render_report(run, baseline))

@@ -1,0 +1,500 @@
+"""The runner (parent process): plan cases, run each in a fresh worker, keep every result.
+
+One subprocess per case, in a new process session so a timeout kills the whole tree. The
+parent blocks in `wait(timeout)` (no busy loop), turns signals and timeouts into statuses,
+and writes the run file atomically even when interrupted: Ctrl-C keeps the finished cases.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from compiler import get_compiler
+from harness.measure.timing import StopPolicy
+from harness.model.schema import Case, Record, Run, load_run, save_run
+from harness.run.isolation import child_env, classify_memory_failure, memory_limit_bytes, sweep_escaped
+from harness.run.journal import Journal, journal_path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+LOG_TAIL_BYTES = 8192
+DTYPES = ("float32", "float16", "bfloat16", "float64")
+
+
+class PlanError(ValueError):
+    """A run that cannot be planned (bad option combination); the message says the fix."""
+
+
+@dataclass
+class RunOptions:
+    suite: str | None = None
+    workloads: list[str] = field(default_factory=list)
+    workload_files: list[str] = field(default_factory=list)
+    scenarios: list[str] = field(default_factory=list)
+    compilers: list[str] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)
+    dtypes: list[str] = field(default_factory=list)
+    batch_sizes: list[int] = field(default_factory=list)
+    sizes: list[str] = field(default_factory=list)
+    timeout_s: float | None = None
+    out_dir: str = "results"
+    label: str = ""
+    policy: dict[str, Any] = field(default_factory=dict)
+    ingest: bool = True
+    max_memory_gb: float | None = None  # per-case host memory cap (RLIMIT_AS), CPU cases
+    shard: str | None = None  # 'i/N': run one shard of the plan (harness/run/shard.py)
+    shard_costs: str | None = None  # history .sqlite balancing the shards, or 'none'
+    gpus: list[int] = field(default_factory=list)  # one concurrent worker per GPU (harness/run/multigpu.py)
+    options: dict[str, Any] = field(default_factory=dict)  # workload options from --option, override the suite's
+
+
+def default_cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "compilebench"
+
+
+def workload_modules() -> list[str]:
+    from suites import WORKLOAD_MODULES
+
+    return list(WORKLOAD_MODULES)
+
+
+def load_registries(workload_files: Sequence[str]) -> None:
+    from harness.model.workloads import import_workload_module, load_workload_file
+
+    for module in workload_modules():
+        import_workload_module(module)
+    for path in workload_files:
+        load_workload_file(path)
+
+
+def _resolve_devices(devices: Sequence[str]) -> list[str]:
+    from harness.measure.devices import auto_device, parse_device
+
+    out = []
+    for spec in devices:
+        spec = auto_device() if spec == "auto" else spec
+        parse_device(spec)  # validates the name
+        out.append(spec)
+    return out
+
+
+def plan_cases(opts: RunOptions) -> tuple[list[Case], dict[str, Any]]:
+    """Expand a suite and/or explicit workloads into concrete cases. Command-line values
+    override the suite's per-entry defaults. Returns (cases, suite policy overrides)."""
+    from harness.model.workloads import get_workload
+    from suites import SuiteEntry, get_suite
+
+    load_registries(opts.workload_files)
+    for name in opts.compilers:
+        get_compiler(name)
+    for dtype in opts.dtypes:
+        if dtype not in DTYPES:
+            raise PlanError(f"--dtype {dtype!r} is not supported; use one of {', '.join(DTYPES)}")
+    for size in opts.sizes:
+        if size not in ("tiny", "full"):
+            raise PlanError(f"--size {size!r} is not supported; use tiny or full")
+    devices = _resolve_devices(opts.devices) if opts.devices else []
+
+    suite_name = opts.suite or ""
+    policy: dict[str, Any] = {}
+    if opts.suite:
+        suite = get_suite(opts.suite)
+        entries = list(suite.entries)
+        policy = dict(suite.policy)
+        if opts.workloads:  # --suite + --workload narrows the suite
+            entries = [SuiteEntry(**{**e.__dict__, "workloads": tuple(w for w in e.workloads if w in opts.workloads)})
+                       for e in entries]
+            entries = [e for e in entries if e.workloads]
+            if not entries:
+                raise PlanError(f"none of the workloads {opts.workloads} is in suite {opts.suite!r}")
+    elif opts.workloads:
+        entries = [SuiteEntry(workloads=tuple(opts.workloads))]
+        suite_name = "adhoc"
+    elif opts.workload_files:
+        from harness.model.workloads import WORKLOADS
+
+        names = tuple(n for n, w in WORKLOADS.items() if w.source.startswith("compilebench_user_"))
+        entries = [SuiteEntry(workloads=names)]
+        suite_name = "adhoc"
+    else:
+        raise PlanError("nothing to run: pass --suite NAME (e.g. --suite smoke) or --workload NAME")
+
+    cases: list[Case] = []
+    seen: set[str] = set()
+    for entry in entries:
+        for wname in entry.workloads:
+            wl = get_workload(wname)
+            scenarios = opts.scenarios or list(entry.scenarios or wl.scenarios)
+            for sc in scenarios:
+                from harness.model.scenarios import get_scenario
+
+                get_scenario(sc)
+                if sc not in wl.scenarios:
+                    if opts.scenarios and len(entries) == 1 and len(entry.workloads) == 1:
+                        raise PlanError(f"workload {wname!r} has no scenario {sc!r}; it has: {', '.join(wl.scenarios)}")
+                    continue
+                for comp in opts.compilers or entry.compilers:
+                    for dev in devices or list(entry.devices):
+                        for dtype in opts.dtypes or entry.dtypes:
+                            for size in opts.sizes or entry.sizes:
+                                if size not in wl.sizes:
+                                    continue
+                                for bs in opts.batch_sizes or entry.batch_sizes or (wl.batch_size,):
+                                    case = Case(wname, sc, comp, dev, dtype, int(bs), size, suite_name, merge_options(entry.options, opts.options))
+                                    if case.case_id not in seen:
+                                        seen.add(case.case_id)
+                                        cases.append(case)
+    if not cases:
+        raise PlanError("the selection matches no case (check --scenario/--size against `compilebench list`)")
+    return cases, policy
+
+
+def merge_options(entry: tuple[tuple[str, Any], ...], overrides: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted({**dict(entry), **overrides}.items()))
+
+
+def parse_option(text: str) -> tuple[str, Any]:
+    """--option KEY=VALUE; VALUE as JSON when it parses (1024, true, 0.5), else a string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise PlanError(f"--option {text!r} is not KEY=VALUE, e.g. --option resolution=1024")
+    try:
+        parsed: Any = json.loads(value)
+    except ValueError:
+        parsed = value
+    if isinstance(parsed, (dict, list)):
+        raise PlanError(f"--option {key}: lists and objects are not supported; pass a number, true/false or text")
+    return key.strip(), parsed
+
+
+def new_run_id(label: str) -> str:
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    slug = "".join(c if c.isalnum() or c in "-_" else "-" for c in label)[:40] or "run"
+    return f"{stamp}-{slug}-{secrets.token_hex(3)}"
+
+
+def _tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
+    """Last `limit` bytes of a log file: output can be unbounded, the record is not."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            if size > limit:
+                fh.seek(size - limit)
+            data = fh.read()
+        text = data.decode("utf-8", "replace")
+        return (f"[... {size - limit} bytes truncated ...]\n" if size > limit else "") + text
+    except OSError:
+        return ""
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def worker_env(cache_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)  # empty: every case compiles cold
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+    env.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded at run time
+    env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def run_worker(case: Case, spec: dict[str, Any], timeout_s: float, python: str = sys.executable,
+               workdir: Path | None = None, extra_env: dict[str, str] | None = None) -> Record:
+    """Run one case in a fresh process; every outcome (record, crash, timeout) is a Record."""
+    tmp = Path(tempfile.mkdtemp(prefix="cb-case-", dir=workdir))
+    spec_path, out_path = tmp / "spec.json", tmp / "record.json"
+    spec_path.write_text(json.dumps(spec))
+    cache_dir = tmp / "inductor-cache"
+    stdout_path, stderr_path = tmp / "stdout.log", tmp / "stderr.log"
+    env = {**worker_env(cache_dir), **(extra_env or {})}  # extra_env: GPU pinning (--gpus)
+    token = child_env(env)  # marks the worker's descendants, even those that leave its session
+    started = time.monotonic()
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        proc = subprocess.Popen(
+            # harness.run.isolation applies the memory cap and parent-death signal, then runs harness.measure.worker
+            [python, "-m", "harness.run.isolation", str(spec_path), str(out_path)],
+            stdout=out, stderr=err, env=env, cwd=str(PROJECT_ROOT), start_new_session=True,
+        )
+        LIVE_WORKERS.add(proc)  # so an interrupted --gpus run can kill every worker in flight
+        try:
+            proc.wait(timeout=timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_tree(proc)
+        except BaseException:
+            _kill_tree(proc)
+            sweep_escaped(token)
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        _kill_tree(proc)  # the worker's own children (compile workers) die with it
+        LIVE_WORKERS.discard(proc)
+        escaped = sweep_escaped(token, session=proc.pid)  # and so do descendants that called setsid()
+    elapsed = time.monotonic() - started
+    logs = {"stdout": _tail(stdout_path), "stderr": _tail(stderr_path)}
+    record = _record_from_outcome(case, out_path, proc.returncode, timed_out, timeout_s, logs)
+    record.logs = logs if record.status != "ok" else {k: v[-2000:] for k, v in logs.items()}
+    classify_memory_failure(record, memory_limit_bytes(spec))
+    record.worker.update({"returncode": proc.returncode, "wall_s": round(elapsed, 3), "python": python})
+    if escaped:
+        record.worker["escaped_processes_killed"] = len(escaped)
+        record.notes.append(f"{len(escaped)} process(es) left behind by the worker outside its session were killed")
+    shutil.rmtree(tmp, ignore_errors=True)
+    return record
+
+
+LIVE_WORKERS: set[subprocess.Popen] = set()
+
+
+def kill_live_workers() -> None:
+    for proc in list(LIVE_WORKERS):
+        _kill_tree(proc)
+
+
+def _record_from_outcome(case: Case, out_path: Path, rc: int | None, timed_out: bool, timeout_s: float,
+                         logs: dict[str, str]) -> Record:
+    if timed_out:
+        return Record(case, "timeout", error={"type": "Timeout", "message": f"case exceeded --timeout {timeout_s:g}s; "
+                      "the worker's process tree was killed", "traceback": "", "phase": "unknown"})
+    if out_path.exists():
+        try:
+            data = json.loads(out_path.read_text())
+            return Record.from_dict(data)
+        except (ValueError, KeyError, TypeError) as exc:
+            return Record(case, "crashed", error={"type": "BadRecord", "message": f"worker wrote an unreadable record: {exc}",
+                                                  "traceback": "", "phase": "unknown"})
+    if rc is not None and rc < 0:
+        try:
+            sig = signal.Signals(-rc).name
+        except ValueError:
+            sig = f"signal {-rc}"
+        message = f"worker killed by {sig}"
+        if sig == "SIGKILL":
+            message += " (out of host memory and killed by the kernel, or killed from outside)"
+    else:
+        message = f"worker exited with code {rc} without writing a record"
+    return Record(case, "crashed", error={"type": "Crash", "message": message,
+                                          "traceback": logs.get("stderr", "")[-4000:], "phase": "unknown"})
+
+
+def modules_for(workload_name: str) -> list[str]:
+    """Only the suite module that defines the workload: importing every suite (transformers,
+    diffusers) costs each worker seconds that a tiny MLP case should not pay."""
+    from harness.model.workloads import WORKLOADS
+
+    source = WORKLOADS[workload_name].source if workload_name in WORKLOADS else ""
+    return [source] if source in workload_modules() else workload_modules()
+
+
+def make_spec(case: Case, opts: RunOptions, policy: dict[str, Any], isa_cache_dir: str) -> dict[str, Any]:
+    return {
+        "case": case.to_dict(),
+        "compiler": get_compiler(case.compiler).to_dict(),
+        "policy": policy,
+        "workload_modules": modules_for(case.workload),
+        "workload_files": [str(Path(p).resolve()) for p in opts.workload_files],
+        "isa_cache_dir": isa_cache_dir,
+        "seed": 0,
+        "limits": {"max_memory_bytes": int(opts.max_memory_gb * (1 << 30)) if opts.max_memory_gb else None},
+    }
+
+
+ProgressFn = Callable[[str, Case, int, int, Record | None], None]
+
+
+def execute(opts: RunOptions, progress: ProgressFn | None = None, environment: dict[str, Any] | None = None) -> Run:
+    """Plan, run every case, save the run file (and ingest it). Interrupted runs are saved
+    with the finished cases and `config.interrupted = true`, then KeyboardInterrupt re-raises.
+    Each finished case is journaled first (harness/run/journal.py), so even SIGKILL loses only
+    the case in flight and `resume` can finish the run."""
+    from harness.measure.environment import capture_environment
+    from harness.run.journal import journal_header
+
+    cases, suite_policy = plan_cases(opts)
+    from harness.run.shard import apply_shard
+
+    cases, shard_info = apply_shard(cases, opts.shard, opts.shard_costs, Path(opts.out_dir) / "history.sqlite")
+    policy = {**StopPolicy().to_dict(), **suite_policy, **opts.policy}
+    from suites import SUITES
+
+    timeout = opts.timeout_s or (SUITES[opts.suite].timeout_s if opts.suite else 600.0)
+    devices = sorted({c.device for c in cases})
+    env = environment if environment is not None else capture_environment(devices)
+    run_id = new_run_id(opts.label or opts.suite or "adhoc")
+    config = {
+        "suite": opts.suite,
+        "argv": sys.argv,
+        "timeout_s": timeout,
+        "policy": policy,
+        "compilers": {c: get_compiler(c).to_dict() for c in sorted({c.compiler for c in cases})},
+        "workload_files": opts.workload_files,
+        "cases_planned": len(cases),
+        "max_memory_gb": opts.max_memory_gb,
+        "shard": shard_info,
+        "gpus": opts.gpus or None,
+        "interrupted": False,
+    }
+    run = Run(run_id=run_id, created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+              label=opts.label, environment=env, config=config)
+    journal = Journal.create(journal_path(opts.out_dir, run_id), journal_header(run, cases, opts))
+    return _run_cases(run, cases, opts, journal, progress)
+
+
+def resume(ref: str, out_dir: str | Path = "results", progress: ProgressFn | None = None,
+           environment: dict[str, Any] | None = None) -> Run:
+    """Finish an interrupted run from its journal: keep the journaled records, run only the
+    missing cases, write the run file a full run would have written (same id, plan order)."""
+    from harness.measure.environment import capture_environment
+    from harness.run.journal import find_journal, resume_config
+
+    path = find_journal(ref, out_dir)
+    journal = Journal.reopen(path)  # locks first: nobody appends while we read
+    try:
+        state = journal.read()
+        opts = RunOptions(**{k: v for k, v in state.header["options"].items() if k in RunOptions.__dataclass_fields__})
+        opts.out_dir = str(path.parent.parent)
+        load_registries(opts.workload_files)
+        cases = state.planned_cases()
+        env = environment if environment is not None else capture_environment(sorted({c.device for c in cases}))
+        run = Run(run_id=state.run_id, created_at=str(state.header["created_at"]), label=str(state.header["label"]),
+                  environment=state.header["environment"], config=resume_config(state, env, get_compiler))
+        journal.note_resume(run.config["resumed"][-1])
+    except BaseException:
+        journal.close()
+        raise
+    return _run_cases(run, cases, opts, journal, progress, done=state.records)
+
+
+def _run_cases(run: Run, cases: list[Case], opts: RunOptions, journal: Journal, progress: ProgressFn | None,
+               done: dict[str, Record] | None = None) -> Run:
+    from harness.measure.devices import parse_device
+
+    done = done or {}
+    policy, timeout = run.config["policy"], run.config["timeout_s"]
+    isa_cache = default_cache_root() / "isa-probe"
+    isa_cache.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+
+    def run_one(case: Case, extra_env: dict[str, str] | None = None) -> Record:
+        avail = parse_device(case.device).availability()
+        if not avail.available:
+            return Record(case, "skipped", error={"type": "Skipped", "message": avail.reason, "traceback": "", "phase": "setup"})
+        return run_worker(case, make_spec(case, opts, policy, str(isa_cache)), timeout, extra_env=extra_env)
+
+    from harness.run.multigpu import start_pool
+
+    pool = start_pool([c for c in cases if c.case_id not in done], run_one, opts.gpus, opts.out_dir)
+    try:
+        with _sigterm_as_interrupt():
+            for i, case in enumerate(cases):
+                if case.case_id in done:  # finished before an interruption: kept as journaled
+                    run.records.append(done[case.case_id])
+                    continue
+                if progress:
+                    progress("start", case, i, len(cases), None)
+                record = pool.result(case) if pool else run_one(case)
+                journal.append(record)  # on disk (fsync) before the next case starts
+                run.records.append(record)
+                if progress:
+                    progress("done", case, i, len(cases), record)
+    except KeyboardInterrupt:
+        if pool:
+            pool.cancel()
+            kill_live_workers()
+        run.config["interrupted"] = True
+        run.records = journal.recorded(cases, run.records)  # the signal may land between the two appends
+        journal.close()  # kept: `compilebench run --resume` finishes the run from it
+        _finish(run, opts, started)
+        raise
+    except BaseException:
+        journal.close()
+        raise
+    _finish(run, opts, started)
+    journal.remove()  # the complete run file now holds everything the journal had
+    return run
+
+
+def _finish(run: Run, opts: RunOptions, started: float) -> None:
+    run.config["wall_s"] = round(time.monotonic() - started, 3)
+    path = run_path(opts.out_dir, run.run_id)
+    save_run(run, path)
+    run.config["path"] = str(path)
+    if opts.ingest:
+        from harness.run.store import HistoryStore
+
+        with HistoryStore(Path(opts.out_dir) / "history.sqlite") as store:
+            store.ingest(run)
+
+
+def run_path(out_dir: str | Path, run_id: str) -> Path:
+    return Path(out_dir) / "runs" / f"{run_id}.json"
+
+
+class _sigterm_as_interrupt:
+    """SIGTERM (CI cancelling a job) ends the run like Ctrl-C: finished cases are saved."""
+
+    def __enter__(self) -> None:
+        self.previous = None
+        try:
+            self.previous = signal.signal(signal.SIGTERM, self._handler)
+        except ValueError:  # not the main thread
+            pass
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+
+
+def resolve_run(ref: str, out_dir: str | Path = "results") -> Run:
+    """A run by path, by run id (in <out_dir>/runs), or 'latest'."""
+    from harness.model.schema import RunFileError
+
+    path = Path(ref)
+    if path.is_file() or path.suffix == ".json":
+        return load_run(path)
+    runs_dir = Path(out_dir) / "runs"
+    if ref == "latest":
+        files = sorted(runs_dir.glob("*.json"), key=lambda p: p.stat().st_mtime)
+        if not files:
+            raise RunFileError(f"no runs in {runs_dir}; run `compilebench run --suite smoke` first")
+        return load_run(files[-1])
+    candidate = run_path(out_dir, ref)
+    if candidate.exists():
+        return load_run(candidate)
+    matches = sorted(runs_dir.glob(f"{ref}*.json")) if runs_dir.exists() else []
+    if len(matches) == 1:
+        return load_run(matches[0])
+    raise RunFileError(f"{ref}: no such run file or run id in {runs_dir}; pass a path or an id from `compilebench show`")
+
+
+def summarize_statuses(records: Iterable[Record]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in records:
+        out[r.status] = out.get(r.status, 0) + 1
+    return out

@@ -1,0 +1,158 @@
+"""Deterministic sharding of a planned run: `compilebench run --shard i/N`.
+
+The distribution engine is the CI system's job matrix (docs/SCALING.md): N jobs each run
+`--shard i/N` of the same plan and a final job merges the run files. For that to be
+correct every job must compute the *same* partition without talking to the others, so the
+partition depends only on (sorted case ids, N, cost table):
+
+- with expected costs (median worker wall seconds per case id from a history store), cases
+  are assigned longest-first to the least-loaded shard (LPT), which keeps shard wall times
+  close;
+- without a history, the sorted case ids are dealt round-robin.
+
+The run's config records the shard, the plan's case ids and a fingerprint of the cost
+table, so `compilebench merge` can check that the shards it combines agree and cover the
+plan exactly once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.model.schema import Case
+
+_SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+class ShardError(ValueError):
+    """A bad --shard value or cost table; the message says the fix."""
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    index: int  # 1-based, as users and CI matrices count
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def parse_shard(text: str) -> ShardSpec:
+    """'2/4' -> ShardSpec(2, 4). Shards count from 1 (matrix jobs 1..N)."""
+    m = _SHARD_RE.match(text or "")
+    if not m:
+        raise ShardError(f"--shard {text!r} is not of the form I/N (e.g. --shard 1/4)")
+    index, count = int(m.group(1)), int(m.group(2))
+    if count < 1 or not 1 <= index <= count:
+        raise ShardError(f"--shard {text!r}: I must be between 1 and N and N at least 1 (e.g. --shard 1/{max(count, 1)})")
+    return ShardSpec(index, count)
+
+
+def partition(case_ids: Sequence[str], count: int, costs: Mapping[str, float] | None = None) -> list[list[str]]:
+    """Split case ids into `count` disjoint lists covering all of them, deterministically.
+
+    With `costs`, longest-processing-time-first onto the least-loaded shard; ids missing
+    from `costs` count as the median known cost (a new case is assumed typical). Ties break
+    on the case id and the lower shard index, so the result never depends on input order."""
+    if count < 1:
+        raise ShardError("shard count must be at least 1")
+    ids = sorted(set(case_ids))
+    shards: list[list[str]] = [[] for _ in range(count)]
+    known = {k: float(v) for k, v in (costs or {}).items() if k in set(ids) and v is not None and v >= 0}
+    if not known:
+        for i, cid in enumerate(ids):
+            shards[i % count].append(cid)
+        return shards
+    default = statistics.median(known.values())
+    loads = [0.0] * count
+    for cid in sorted(ids, key=lambda c: (-known.get(c, default), c)):
+        target = min(range(count), key=lambda s: (loads[s], s))
+        shards[target].append(cid)
+        loads[target] += known.get(cid, default)
+    return shards
+
+
+def select_shard(cases: Sequence[Case], shard: ShardSpec, costs: Mapping[str, float] | None = None) -> list[Case]:
+    """The cases of one shard, in plan order."""
+    mine = set(partition([c.case_id for c in cases], shard.count, costs)[shard.index - 1])
+    return [c for c in cases if c.case_id in mine]
+
+
+def history_costs(db_path: str | Path, case_ids: Sequence[str] | None = None) -> dict[str, float]:
+    """Median worker wall seconds per case id from a history store (empty when the file
+    does not exist or holds no timings). Read-only: sharding never writes the store."""
+    path = Path(db_path)
+    if not path.is_file():
+        return {}
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    except sqlite3.Error:
+        return {}
+    try:
+        rows = conn.execute(
+            "SELECT case_id, json_extract(record_json, '$.worker.wall_s') FROM records "
+            "WHERE json_extract(record_json, '$.worker.wall_s') IS NOT NULL"
+        ).fetchall()
+    except sqlite3.Error as exc:
+        raise ShardError(f"{path}: cannot read case costs from this history store ({exc}); "
+                         "pass another --shard-costs file or 'none'") from None
+    finally:
+        conn.close()
+    wanted = set(case_ids) if case_ids is not None else None
+    samples: dict[str, list[float]] = {}
+    for cid, wall in rows:
+        if wanted is None or cid in wanted:
+            samples.setdefault(cid, []).append(float(wall))
+    return {cid: statistics.median(v) for cid, v in samples.items()}
+
+
+def costs_fingerprint(costs: Mapping[str, float]) -> str:
+    """Short hash of the cost table: shards of one plan must have used the same one."""
+    blob = json.dumps(sorted((k, round(float(v), 6)) for k, v in costs.items()))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def plan_fingerprint(case_ids: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(case_ids)).encode()).hexdigest()[:16]
+
+
+def apply_shard(cases: Sequence[Case], shard_text: str | None, costs_source: str | None,
+                default_history: Path) -> tuple[list[Case], dict[str, Any] | None]:
+    """Runner entry: narrow the plan to one shard and describe it for the run's config.
+
+    `costs_source`: a history .sqlite path, 'none' (round-robin), or None (use
+    `default_history` when it exists)."""
+    if not shard_text:
+        return list(cases), None
+    shard = parse_shard(shard_text)
+    all_ids = [c.case_id for c in cases]
+    if costs_source == "none":
+        costs: dict[str, float] = {}
+        source = "none"
+    else:
+        path = Path(costs_source) if costs_source else default_history
+        if costs_source and not path.is_file():
+            raise ShardError(f"--shard-costs {costs_source}: no such history file; pass a history.sqlite or 'none'")
+        costs = history_costs(path, all_ids)
+        source = str(path) if costs else "none"
+    selected = select_shard(cases, shard, costs)
+    info = {
+        "index": shard.index,
+        "count": shard.count,
+        "method": "lpt-history" if costs else "round-robin",
+        "costs_source": source,
+        "costs_fingerprint": costs_fingerprint(costs),
+        "plan_fingerprint": plan_fingerprint(all_ids),
+        "plan_case_ids": all_ids,
+        "cases_in_shard": len(selected),
+        "expected_cost_s": round(sum(costs.get(c.case_id, 0.0) for c in selected), 3) if costs else None,
+    }
+    return selected, info
