@@ -237,13 +237,11 @@ def launch(spec: DistributedSpec) -> Any:
     wall = time.monotonic() - started
     logs = {"stdout": _tail(log_path), "stderr": ""}
     if timed_out:
-        record = Record(case, "timeout", error={"type": "Timeout", "message": f"torchrun exceeded {spec.timeout_s:g}s "
-                                                "(a hung collective?); its process group was killed",
-                                                "traceback": "", "phase": "unknown"}, logs=logs)
+        record = Record.failure(case, "timeout", "Timeout", f"torchrun exceeded {spec.timeout_s:g}s "
+                                "(a hung collective?); its process group was killed", logs=logs)
     elif not out_path.exists():
-        record = Record(case, "crashed", error={"type": "Crash", "message": f"torchrun exited with code {proc.returncode} "
-                                                "without results (see logs)", "traceback": logs["stdout"][-4000:],
-                                                "phase": "unknown"}, logs=logs)
+        record = Record.failure(case, "crashed", "Crash", f"torchrun exited with code {proc.returncode} "
+                                "without results (see logs)", traceback=logs["stdout"][-4000:], logs=logs)
     else:
         record = record_from_ranks(case, spec, json.loads(out_path.read_text()))
         record.logs = {"stdout": logs["stdout"][-2000:], "stderr": ""}
@@ -265,7 +263,7 @@ def distributed_case(spec: DistributedSpec) -> Any:
 def record_from_ranks(case: Any, spec: DistributedSpec, data: dict[str, Any]) -> Any:
     """Rank results -> Record. A step takes as long as its slowest rank, so the aggregate
     uses the per-step maximum across ranks."""
-    from harness.model.schema import Record
+    from harness.model.schema import Record, error_info
     from harness.model.stats import ratio_of_medians_ci, summarize
 
     ranks = sorted(data["ranks"], key=lambda r: r["rank"])
@@ -304,8 +302,7 @@ def record_from_ranks(case: Any, spec: DistributedSpec, data: dict[str, Any]) ->
         m["accuracy"] = ranks[0]["accuracy"]
         if (m["accuracy"] or {}).get("status") == "fail":
             rec.status = "fail_accuracy"
-            rec.error = {"type": "AccuracyError", "message": m["accuracy"].get("reason", ""), "traceback": "",
-                         "phase": "accuracy"}
+            rec.error = error_info("AccuracyError", m["accuracy"].get("reason", ""), phase="accuracy")
     return rec
 
 

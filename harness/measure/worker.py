@@ -18,7 +18,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from harness.measure.timing import (
     calibrate_inner,
     measure_interleaved,
 )
-from harness.model.schema import Case, Record, write_json_atomic
+from harness.model.schema import Case, Record, error_info, write_json_atomic
 
 # phases whose exceptions mean "the compiler failed" rather than "the model failed"
 COMPILE_PHASES = ("compile",)
@@ -39,6 +39,55 @@ COMPILE_PHASES = ("compile",)
 
 class CaseSkipped(Exception):
     """Raised for a case that cannot run here (device absent, size unsupported)."""
+
+
+@dataclass
+class CaseState:
+    """One case on its way through the phases: what each phase produced for the next.
+
+    A phase is a function `phase(state) -> None` that reads what earlier phases left here
+    and adds its own results (to the fields below or to `state.record`). To add a phase,
+    write such a function and give it a row in PHASES; a new field here carries its data."""
+
+    spec: dict[str, Any]
+    clock: Clock
+    record: Record
+    phase: str = "setup"
+    phase_started: int = 0
+    compiler: CompilerConfig | None = None
+    policy: StopPolicy | None = None
+    device: Any = None
+    workload: Any = None
+    scenario_fn: Any = None
+    built: Any = None
+    prepared: Any = None
+    out_eager: Any = None
+    out_compiled: Any = None
+    eager_first_s: float | None = None
+    compiled_first_s: float | None = None
+    variants: dict[str, Callable[[], Any]] = field(default_factory=dict)
+    observer: Any = None
+    first_snapshot: dict[str, Any] | None = None
+    warm_snapshot: dict[str, Any] | None = None
+    inner: dict[str, int] = field(default_factory=dict)
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def case(self) -> Case:
+        return self.record.case
+
+    @property
+    def has_compiled(self) -> bool:
+        return self.prepared is not None and self.prepared.compiled is not None
+
+    def enter(self, name: str) -> None:
+        """Close the current phase's wall time and open `name`: where a slow case spent
+        its time, measured not guessed (metrics.phase_s)."""
+        now = self.clock()
+        phase_s = self.record.metrics["phase_s"]
+        phase_s[self.phase] = round(phase_s.get(self.phase, 0.0) + (now - self.phase_started) / 1e9, 6)
+        self.phase_started = now
+        self.phase = name
 
 
 def probe_cpu_isa(cache_dir: str | None) -> dict[str, Any]:
@@ -141,13 +190,12 @@ def classify_exception(exc: BaseException, phase: str) -> str:
     return "fail_run"
 
 
-def error_dict(exc: BaseException, phase: str) -> dict[str, Any]:
-    return {
-        "type": type(exc).__name__,
-        "message": str(exc)[:4000],
-        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-20000:],
-        "phase": phase,
-    }
+def exception_info(exc: BaseException, phase: str) -> dict[str, Any]:
+    """The error block for an exception raised in `phase`; a skip is a reason, not a traceback."""
+    if _is_skip(exc):
+        return error_info("Skipped", str(exc), phase=phase)
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-20000:]
+    return error_info(type(exc).__name__, str(exc)[:4000], phase=phase, traceback=trace)
 
 
 def _variant_block(samples: list[float], first_call_s: float, inner: int, memory: dict[str, Any]) -> dict[str, Any]:
@@ -165,150 +213,194 @@ def _import_workloads(spec: dict[str, Any]) -> None:
         load_workload_file(path)
 
 
+def setup(state: CaseState) -> None:
+    """Resolve the compiler, policy, device, workload and scenario; skip what cannot run here."""
+    from harness.measure.devices import parse_device
+    from harness.model.scenarios import get_scenario
+    from harness.model.workloads import get_workload
+
+    spec, case = state.spec, state.case
+    state.compiler = compiler = CompilerConfig.from_dict(spec["compiler"])
+    state.policy = StopPolicy(**spec.get("policy", {}))
+    state.device = device = parse_device(case.device)
+    avail = device.availability()
+    if not avail.available:
+        raise CaseSkipped(avail.reason)
+    unsupported = compiler.unsupported_reason(device.type)
+    if unsupported:
+        raise CaseSkipped(unsupported)
+    # heavy imports belong to setup, not to the build time of the model
+    import torch._dynamo  # noqa: F401
+    if not compiler.is_eager and compiler.backend == "inductor":
+        import torch._inductor.compile_fx  # noqa: F401
+    _import_workloads(spec)
+    state.workload = wl = get_workload(case.workload)
+    state.scenario_fn = get_scenario(case.scenario)
+    if case.size not in wl.sizes:
+        raise CaseSkipped(f"workload {wl.name} has no size {case.size!r} (sizes: {', '.join(wl.sizes)})")
+    if wl.devices and device.type not in wl.devices:
+        raise CaseSkipped(f"workload {wl.name} runs on {', '.join(wl.devices)} only")
+
+
+def isa_probe(state: CaseState) -> None:
+    """Inductor's CPU ISA probe, before any clock that counts (see probe_cpu_isa)."""
+    if state.device.type == "cpu" and state.compiler.backend == "inductor":
+        probe = probe_cpu_isa(state.spec.get("isa_cache_dir"))
+        state.record.metrics["isa_probe_s"] = probe["seconds"]
+        state.record.metrics["cpu_vec_isa"] = probe["isa"]
+        state.record.metrics["isa_probe_cached"] = probe["cached"]
+
+
+def build(state: CaseState) -> None:
+    """Build the model and inputs and let the scenario prepare the eager/compiled calls."""
+    import torch
+
+    from harness.model.workloads import WorkloadContext
+
+    case = state.case
+    torch.manual_seed(int(state.spec.get("seed", 0)))
+    ctx = WorkloadContext(
+        device=state.device.torch_name,
+        dtype=getattr(torch, case.dtype),
+        batch_size=case.batch_size,
+        size=case.size,
+        options=dict(case.options),
+    )
+    start = state.clock()
+    state.built = state.workload.build(ctx)
+    state.prepared = state.scenario_fn(state.built, state.workload, state.compiler, ctx)
+    state.device.synchronize()
+    state.record.metrics["build_s"] = (state.clock() - start) / 1e9
+    state.record.notes.extend(state.prepared.notes)
+    state.variants = {"eager": state.prepared.eager}
+
+
+def eager_first_call(state: CaseState) -> None:
+    """The eager reference: its first call's time and the output accuracy compares against."""
+    prepared = state.prepared
+    out, state.eager_first_s = timed_first_call(prepared.eager, state.device.synchronize, state.clock)
+    state.out_eager = _accuracy_output(prepared, "eager", out)
+
+
+def compile_first_call(state: CaseState) -> None:
+    """The compiled first call in the cold cache the parent made: that is the compile time."""
+    from harness.measure.compile_metrics import CompileObserver
+
+    prepared = state.prepared
+    state.observer = CompileObserver().start()
+    out, state.compiled_first_s = timed_first_call(prepared.compiled, state.device.synchronize, state.clock)
+    state.out_compiled = _accuracy_output(prepared, "compiled", out)
+    state.first_snapshot = state.observer.snapshot()
+    state.record.metrics["compile_time_s"] = state.compiled_first_s
+    state.record.metrics["compile_breakdown_s"] = state.first_snapshot["compile_breakdown_s"]
+
+
+def accuracy(state: CaseState) -> None:
+    """Compiled vs eager first-call outputs (the scenario may bring its own comparison)."""
+    from harness.model.accuracy import compare_outputs
+
+    comparer = state.prepared.compare or compare_outputs
+    state.record.metrics["accuracy"] = comparer(state.out_eager, state.out_compiled, state.case.dtype)
+    state.variants["compiled"] = state.prepared.compiled
+
+
+def measure(state: CaseState) -> None:
+    """Warm-up, then interleaved timed rounds of every variant (raw samples kept)."""
+    device, policy = state.device, state.policy
+    timer: Callable[[Callable[[], Any], int], float]
+    if device.has_events:
+        timer = EventTimer(device.event_pair, device.synchronize)
+    else:
+        timer = HostTimer(device.synchronize, state.clock)
+    for _ in range(policy.warmup):
+        for fn in state.variants.values():
+            fn()
+    state.warm_snapshot = state.observer.snapshot() if state.observer else None
+    state.inner = {name: calibrate_inner(timer, fn, policy.target_sample_s) for name, fn in state.variants.items()}
+    state.samples = measure_interleaved(state.variants, timer, replace(policy, warmup=0), state.clock, state.inner)
+
+
+def memory(state: CaseState) -> None:
+    """Peak memory per variant in a pass of its own; with the samples, the timing blocks."""
+    mem = {name: memory_pass(state.device, fn) for name, fn in state.variants.items()}
+    record = state.record
+    record.eager = _variant_block(state.samples["eager"], state.eager_first_s, state.inner["eager"], mem["eager"])
+    if state.compiled_first_s is not None:
+        record.compiled = _variant_block(state.samples["compiled"], state.compiled_first_s,
+                                         state.inner["compiled"], mem["compiled"])
+
+
+def finish(state: CaseState) -> None:
+    """Compile metrics, derived figures, and the verdicts a measured case can still get
+    (accuracy failure, graph breaks under fullgraph=True)."""
+    record, compiler = state.record, state.compiler
+    if state.observer is not None:
+        _fill_compile_metrics(record, state.observer.snapshot(), state.first_snapshot, state.warm_snapshot)
+        _fill_compiler_effects(record, compiler, state.device.type, state.built.model)
+    _fill_derived_metrics(record, state.prepared, state.policy)
+    record.metrics.update(state.prepared.metrics)
+    accuracy = record.metrics.get("accuracy", {})
+    if accuracy.get("status") == "fail":
+        record.status = "fail_accuracy"
+        record.error = error_info("AccuracyError", accuracy.get("reason", ""), phase="accuracy")
+    if compiler.fullgraph and record.metrics.get("graph_breaks"):
+        first = record.graph_break_reasons[0] if record.graph_break_reasons else {}
+        record.status = "fail_compile"
+        record.error = error_info("GraphBreak", f"fullgraph=True but {record.metrics['graph_breaks']} graph break(s): "
+                                  f"{first.get('reason', '')} at {first.get('location', '?')}", phase="compile")
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One named step of run_case; `when` skips it (and its phase_s entry) for cases it does not concern."""
+
+    name: str
+    run: Callable[[CaseState], None]
+    when: Callable[[CaseState], bool] | None = None
+
+
+# The order of a case (DESIGN.md protocol). A phase's name is what a failure inside it
+# reports as error.phase and what metrics.phase_s times; "compile" failures are the
+# compiler's (COMPILE_PHASES). The last phase's time is not recorded (nothing closes it).
+PHASES: tuple[Phase, ...] = (
+    Phase("setup", setup),
+    Phase("isa_probe", isa_probe),
+    Phase("build", build),
+    Phase("eager_first_call", eager_first_call),
+    Phase("compile", compile_first_call, when=lambda s: s.has_compiled),
+    Phase("accuracy", accuracy, when=lambda s: s.has_compiled),
+    Phase("measure", measure),
+    Phase("memory", memory),
+    Phase("done", finish),
+)
+
+
 def run_case(spec: dict[str, Any], clock: Clock = time.perf_counter_ns) -> Record:
     """Measure one case in this process. Never raises for a case failure: returns a Record."""
-    case = Case.from_dict(spec["case"])
-    record = Record(case=case, status="ok", metrics={})
-    phase = "setup"
-    phase_started = clock()
-    phase_s: dict[str, float] = {}
-    record.metrics["phase_s"] = phase_s
-
-    def enter(name: str) -> str:
-        # wall time per phase: where a slow case spent its time, measured not guessed
-        nonlocal phase_started
-        now = clock()
-        phase_s[phase] = round(phase_s.get(phase, 0.0) + (now - phase_started) / 1e9, 6)
-        phase_started = now
-        return name
-
+    record = Record(case=Case.from_dict(spec["case"]), status="ok", metrics={"phase_s": {}})
+    state = CaseState(spec=spec, clock=clock, record=record, phase_started=clock())
     try:
-        import torch
-
-        from harness.measure.devices import parse_device
-        from harness.model.scenarios import get_scenario
-        from harness.model.workloads import WorkloadContext, get_workload
-
-        compiler = CompilerConfig.from_dict(spec["compiler"])
-        policy = StopPolicy(**spec.get("policy", {}))
-        device = parse_device(case.device)
-        avail = device.availability()
-        if not avail.available:
-            raise CaseSkipped(avail.reason)
-        unsupported = compiler.unsupported_reason(device.type)
-        if unsupported:
-            raise CaseSkipped(unsupported)
-        # heavy imports belong to setup, not to the build time of the model
-        import torch._dynamo  # noqa: F401
-        if not compiler.is_eager and compiler.backend == "inductor":
-            import torch._inductor.compile_fx  # noqa: F401
-        _import_workloads(spec)
-        wl = get_workload(case.workload)
-        scenario_fn = get_scenario(case.scenario)
-        if case.size not in wl.sizes:
-            raise CaseSkipped(f"workload {wl.name} has no size {case.size!r} (sizes: {', '.join(wl.sizes)})")
-        if wl.devices and device.type not in wl.devices:
-            raise CaseSkipped(f"workload {wl.name} runs on {', '.join(wl.devices)} only")
-
-        phase = enter("isa_probe")
-        if device.type == "cpu" and compiler.backend == "inductor":
-            probe = probe_cpu_isa(spec.get("isa_cache_dir"))
-            record.metrics["isa_probe_s"] = probe["seconds"]
-            record.metrics["cpu_vec_isa"] = probe["isa"]
-            record.metrics["isa_probe_cached"] = probe["cached"]
-
-        phase = enter("build")
-        torch.manual_seed(int(spec.get("seed", 0)))
-        ctx = WorkloadContext(
-            device=device.torch_name,
-            dtype=getattr(torch, case.dtype),
-            batch_size=case.batch_size,
-            size=case.size,
-            options=dict(case.options),
-        )
-        start = clock()
-        built = wl.build(ctx)
-        prepared = scenario_fn(built, wl, compiler, ctx)
-        device.synchronize()
-        record.metrics["build_s"] = (clock() - start) / 1e9
-        record.notes.extend(prepared.notes)
-
-        phase = enter("eager_first_call")
-        out_eager, eager_first = timed_first_call(prepared.eager, device.synchronize, clock)
-        out_eager = clone_outputs(out_eager)
-        if prepared.accuracy_view:
-            out_eager = clone_outputs(prepared.accuracy_view("eager", out_eager))
-
-        variants: dict[str, Callable[[], Any]] = {"eager": prepared.eager}
-        compiled_first = None
-        observer = None
-        if prepared.compiled is not None:
-            from harness.measure.compile_metrics import CompileObserver
-
-            observer = CompileObserver().start()
-            phase = enter("compile")
-            out_comp, compiled_first = timed_first_call(prepared.compiled, device.synchronize, clock)
-            out_comp = clone_outputs(out_comp)
-            if prepared.accuracy_view:
-                out_comp = clone_outputs(prepared.accuracy_view("compiled", out_comp))
-            first_snapshot = observer.snapshot()
-            record.metrics["compile_time_s"] = compiled_first
-            record.metrics["compile_breakdown_s"] = first_snapshot["compile_breakdown_s"]
-            phase = enter("accuracy")
-            from harness.model.accuracy import compare_outputs
-
-            comparer = prepared.compare or compare_outputs
-            record.metrics["accuracy"] = comparer(out_eager, out_comp, case.dtype)
-            variants["compiled"] = prepared.compiled
-
-        phase = enter("measure")
-        timer: Callable[[Callable[[], Any], int], float]
-        if device.has_events:
-            timer = EventTimer(device.event_pair, device.synchronize)
-        else:
-            timer = HostTimer(device.synchronize, clock)
-        for _ in range(policy.warmup):
-            for fn in variants.values():
-                fn()
-        warm_snapshot = observer.snapshot() if observer else None
-        inner = {name: calibrate_inner(timer, fn, policy.target_sample_s) for name, fn in variants.items()}
-        samples = measure_interleaved(variants, timer, replace(policy, warmup=0), clock, inner)
-
-        phase = enter("memory")
-        mem = {name: memory_pass(device, fn) for name, fn in variants.items()}
-
-        record.eager = _variant_block(samples["eager"], eager_first, inner["eager"], mem["eager"])
-        if compiled_first is not None:
-            record.compiled = _variant_block(samples["compiled"], compiled_first, inner["compiled"], mem["compiled"])
-        if observer is not None:
-            snap = observer.snapshot()
-            _fill_compile_metrics(record, snap, first_snapshot, warm_snapshot)
-            _fill_compiler_effects(record, compiler, device.type, built.model)
-        phase = enter("done")
-        _fill_derived_metrics(record, prepared, policy)
-        record.metrics.update(prepared.metrics)
-        accuracy = record.metrics.get("accuracy", {})
-        if accuracy.get("status") == "fail":
-            record.status = "fail_accuracy"
-            record.error = {"type": "AccuracyError", "message": accuracy.get("reason", ""), "traceback": "", "phase": "accuracy"}
-        if compiler.fullgraph and record.metrics.get("graph_breaks"):
-            record.status = "fail_compile"
-            first = record.graph_break_reasons[0] if record.graph_break_reasons else {}
-            record.error = {
-                "type": "GraphBreak",
-                "message": f"fullgraph=True but {record.metrics['graph_breaks']} graph break(s): "
-                f"{first.get('reason', '')} at {first.get('location', '?')}",
-                "traceback": "",
-                "phase": "compile",
-            }
+        for phase in PHASES:
+            if phase.when is not None and not phase.when(state):
+                continue
+            if phase.name != state.phase:
+                state.enter(phase.name)
+            phase.run(state)
     except BaseException as exc:  # noqa: BLE001 - every failure becomes data
         if isinstance(exc, KeyboardInterrupt):
             raise
-        record.status = classify_exception(exc, phase)
-        record.error = error_dict(exc, phase)
-        if _is_skip(exc):
-            record.error = {"type": "Skipped", "message": str(exc), "traceback": "", "phase": phase}
+        record.status = classify_exception(exc, state.phase)
+        record.error = exception_info(exc, state.phase)
     return record
+
+
+def _accuracy_output(prepared: Any, variant: str, out: Any) -> Any:
+    """What accuracy compares for a first-call output: cloned (later calls may reuse its
+    buffers) and seen through the scenario's accuracy_view."""
+    out = clone_outputs(out)
+    if prepared.accuracy_view:
+        out = clone_outputs(prepared.accuracy_view(variant, out))
+    return out
 
 
 def _fill_compile_metrics(record: Record, snap: dict[str, Any], first: dict[str, Any], warm: dict[str, Any]) -> None:

@@ -100,6 +100,13 @@ class Case:
         return cls(**data)
 
 
+def error_info(kind: str, message: str, phase: str = "unknown", traceback: str = "") -> dict[str, Any]:
+    """The error block of a failed record, one shape for every producer (worker, runner,
+    launchers): `kind` is the exception class or a name for the failure (Timeout, Crash,
+    AccuracyError), `phase` where it happened ("unknown" when the parent saw only the end)."""
+    return {"type": kind, "message": message, "traceback": traceback, "phase": phase}
+
+
 @dataclass
 class Record:
     """Everything measured for one case. Raw samples are kept; failures are data."""
@@ -115,6 +122,12 @@ class Record:
     notes: list[str] = field(default_factory=list)
     logs: dict[str, str] = field(default_factory=dict)
     worker: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def failure(cls, case: Case, status: str, kind: str, message: str, *, phase: str = "unknown",
+                traceback: str = "", **fields: Any) -> Record:
+        """A record for a case that produced no measurement (timeout, crash, skip)."""
+        return cls(case, status, error=error_info(kind, message, phase=phase, traceback=traceback), **fields)
 
     @property
     def case_id(self) -> str:

@@ -90,8 +90,7 @@ class GpuPool:
             try:
                 record = self._run_one(case, pin_env(case, gpu))
             except BaseException as exc:  # noqa: BLE001 - a slot must never die silently
-                record = Record(case, "crashed", error={"type": type(exc).__name__, "message": str(exc),
-                                                        "traceback": "", "phase": "unknown"})
+                record = Record.failure(case, "crashed", type(exc).__name__, str(exc))
             record.worker["gpu"] = gpu
             with self._cond:
                 self._done[case.case_id] = record

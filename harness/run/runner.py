@@ -277,15 +277,14 @@ def kill_live_workers() -> None:
 def _record_from_outcome(case: Case, out_path: Path, rc: int | None, timed_out: bool, timeout_s: float,
                          logs: dict[str, str]) -> Record:
     if timed_out:
-        return Record(case, "timeout", error={"type": "Timeout", "message": f"case exceeded --timeout {timeout_s:g}s; "
-                      "the worker's process tree was killed", "traceback": "", "phase": "unknown"})
+        return Record.failure(case, "timeout", "Timeout",
+                              f"case exceeded --timeout {timeout_s:g}s; the worker's process tree was killed")
     if out_path.exists():
         try:
             data = json.loads(out_path.read_text())
             return Record.from_dict(data)
         except (ValueError, KeyError, TypeError) as exc:
-            return Record(case, "crashed", error={"type": "BadRecord", "message": f"worker wrote an unreadable record: {exc}",
-                                                  "traceback": "", "phase": "unknown"})
+            return Record.failure(case, "crashed", "BadRecord", f"worker wrote an unreadable record: {exc}")
     if rc is not None and rc < 0:
         try:
             sig = signal.Signals(-rc).name
@@ -296,8 +295,7 @@ def _record_from_outcome(case: Case, out_path: Path, rc: int | None, timed_out: 
             message += " (out of host memory and killed by the kernel, or killed from outside)"
     else:
         message = f"worker exited with code {rc} without writing a record"
-    return Record(case, "crashed", error={"type": "Crash", "message": message,
-                                          "traceback": logs.get("stderr", "")[-4000:], "phase": "unknown"})
+    return Record.failure(case, "crashed", "Crash", message, traceback=logs.get("stderr", "")[-4000:])
 
 
 def modules_for(workload_name: str) -> list[str]:
@@ -401,7 +399,7 @@ def _run_cases(run: Run, cases: list[Case], opts: RunOptions, journal: Journal, 
     def run_one(case: Case, extra_env: dict[str, str] | None = None) -> Record:
         avail = parse_device(case.device).availability()
         if not avail.available:
-            return Record(case, "skipped", error={"type": "Skipped", "message": avail.reason, "traceback": "", "phase": "setup"})
+            return Record.failure(case, "skipped", "Skipped", avail.reason, phase="setup")
         return run_worker(case, make_spec(case, opts, policy, str(isa_cache)), timeout, extra_env=extra_env)
 
     from harness.run.multigpu import start_pool

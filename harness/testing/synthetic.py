@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.model.schema import Case, Record, Run
+from harness.model.schema import Case, Record, Run, error_info
 
 SYNTHETIC_ENV: dict[str, Any] = {
     "machine": "x86_64", "cpu_model": "Synthetic CPU", "torch_version": "2.13.0+cpu", "torch_git": "abc",
@@ -34,8 +34,7 @@ def synthetic_record(case: Case, rng: np.random.Generator, *, eager_median: floa
     metrics = {"compile_time_s": compile_time * float(np.exp(rng.normal(0, compile_spread))),
                "graph_breaks": graph_breaks, "recompiles": recompiles, "accuracy": {"status": accuracy},
                "latency_s": float(np.median(compiled)), "speedup": float(np.median(eager) / np.median(compiled))}
-    error = None if status == "ok" else {"type": "Synthetic", "message": f"synthetic {status}", "traceback": "",
-                                         "phase": "run"}
+    error = None if status == "ok" else error_info("Synthetic", f"synthetic {status}", phase="run")
     return Record(case, status, error=error, metrics=metrics,
                   eager={"samples_s": eager, "peak_memory_bytes": peak_memory},
                   compiled={"samples_s": compiled, "peak_memory_bytes": peak_memory})

@@ -90,8 +90,8 @@ def _record(spec: SyntheticSpec, case: Case, night: int, rng: np.random.Generato
     base_speedup = 0.8 + (seed % 17) / 10
     fails = _factor(spec, case, night, "status") != 1.0 or rng.random() < spec.fail_rate
     if fails:
-        return Record(case, "fail_compile", error={"type": "SyntheticError", "message": "synthetic compile failure",
-                                                   "traceback": "SYNTHETIC", "phase": "compile"})
+        return Record.failure(case, "fail_compile", "SyntheticError", "synthetic compile failure", phase="compile",
+                              traceback="SYNTHETIC")
     speedup = base_speedup * _factor(spec, case, night, "speedup") * (1 + rng.normal(0, spec.noise))
     compiled_latency = base_latency / speedup
     eager = rng.normal(base_latency, base_latency * spec.noise, spec.samples).clip(base_latency * 0.5).tolist()
