@@ -2,14 +2,13 @@
 
 In-process tests use a fake worker (deterministic records, counted calls) to prove the
 logic: a resumed run equals a full run and runs only the missing cases. The subprocess
-tests send real SIGINT/SIGTERM/SIGKILL to `python -m harness run` with tiny eager cases.
+test SIGKILLs `python -m harness run` while its second case blocks, then resumes it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -152,28 +151,29 @@ def test_damaged_journal_is_a_clear_error(tmp_path):
 
 # ---- real processes ------------------------------------------------------------------------
 
-def _start_run(out: Path, mark: str) -> subprocess.Popen:
+BLOCK_MARKER_ENV = "COMPILEBENCH_TEST_BLOCK_MARKER"
+
+
+def _start_run(out: Path, mark: str, blocked: Path) -> subprocess.Popen:
+    """Case 1 is a tiny ok case; case 2 blocks until killed once it has written `blocked`
+    (tests/faults/blocking.py), so a signal sent after the marker lands mid-case 2, always."""
     cmd = [sys.executable, "-m", "harness", "run", "--workload-file", str(FAULTS / "suite.py"),
-           "-w", "fault-control-ok,fault-control-ok-2", "-c", "eager", "--scenario", "forward",
-           "--min-time", "0.05", "--min-samples", "3", "--out", str(out)]
-    env = {**os.environ, "COMPILEBENCH_TEST_MARK": mark, "PYTHONPATH": str(ROOT)}
+           "--workload-file", str(FAULTS / "blocking.py"), "-w", "fault-control-ok,fault-block-until-killed",
+           "-c", "eager", "--scenario", "forward", "--min-time", "0.02", "--min-samples", "3", "--out", str(out)]
+    env = {**os.environ, "COMPILEBENCH_TEST_MARK": mark, "PYTHONPATH": str(ROOT), BLOCK_MARKER_ENV: str(blocked)}
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _journal_records(out: Path) -> int:
-    files = list((out / "runs").glob("*.journal.jsonl")) if (out / "runs").exists() else []
-    return max((f.read_text().count('"kind":"record"') for f in files), default=0)
-
-
-def _wait_for_first_record(proc: subprocess.Popen, out: Path, timeout_s: float = 240) -> None:
+def wait_for_marker(proc: subprocess.Popen, marker: Path, timeout_s: float = 300) -> None:
+    """Until the run has written `marker` (a condition, not a guess at how long a case takes)."""
     deadline = time.monotonic() + timeout_s
-    while _journal_records(out) < 1:
-        assert proc.poll() is None, f"run ended early: {proc.communicate()}"
-        assert time.monotonic() < deadline, "no case finished in time"
-        time.sleep(0.2)
+    while not marker.exists():
+        assert proc.poll() is None, f"run ended before writing {marker.name}: {proc.communicate()}"
+        assert time.monotonic() < deadline, f"{marker.name} not written in {timeout_s}s"
+        time.sleep(0.05)
 
 
-def _marked_pids(mark: str) -> list[int]:
+def marked_pids(mark: str) -> list[int]:
     """Processes (the runner's workers) started with our marker in their environment."""
     found = []
     needle = f"COMPILEBENCH_TEST_MARK={mark}".encode()
@@ -188,39 +188,25 @@ def _marked_pids(mark: str) -> list[int]:
     return found
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_sigint_and_sigterm_keep_finished_cases(tmp_path, sig):
-    out, mark = tmp_path / "results", uuid.uuid4().hex
-    proc = _start_run(out, mark)
-    _wait_for_first_record(proc, out)
-    proc.send_signal(sig)
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stderr
-    run = load_run(next((out / "runs").glob("*.json")))
-    assert run.config["interrupted"] is True
-    state = read_journal(journal_path(out, run.run_id))
-    assert [r.case_id for r in run.records] == list(state.records)  # run file and journal agree
-    assert len(run.records) >= 1 and run.records[0].status == "ok"
-    assert _marked_pids(mark) == []  # the worker in flight was killed with its tree
-
+# SIGINT/SIGTERM at every point of a run: tests/test_signals.py
 
 @pytest.mark.slow
 def test_sigkill_loses_only_the_case_in_flight_and_resume_finishes(tmp_path):
-    out, mark = tmp_path / "results", uuid.uuid4().hex
-    proc = _start_run(out, mark)
-    _wait_for_first_record(proc, out)
+    out, mark, blocked = tmp_path / "results", uuid.uuid4().hex, tmp_path / "blocked"
+    proc = _start_run(out, mark, blocked)
+    wait_for_marker(proc, blocked)
     proc.kill()
     proc.communicate(timeout=60)
     assert not list((out / "runs").glob("*.json"))  # no chance to write the run file...
     journal = next((out / "runs").glob("*.journal.jsonl"))
     before = read_journal(journal)
-    assert len(before.records) >= 1  # ...but the finished case is on disk
+    assert [r.case.workload for r in before.records.values()] == ["fault-control-ok"]  # ...but case 1 is on disk
     deadline = time.monotonic() + 30
-    while _marked_pids(mark) and time.monotonic() < deadline:  # PR_SET_PDEATHSIG ends the orphan
+    while marked_pids(mark) and time.monotonic() < deadline:  # PR_SET_PDEATHSIG ends the orphan
         time.sleep(0.2)
-    assert _marked_pids(mark) == []
+    assert marked_pids(mark) == []
 
+    # no BLOCK_MARKER_ENV this time: the blocking workload is the tiny healthy case
     res = subprocess.run([sys.executable, "-m", "harness", "run", "--resume", before.run_id, "--out", str(out)],
                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
                          timeout=300)

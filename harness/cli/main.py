@@ -181,6 +181,13 @@ def _check_run_args(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from harness.run.signals import StopSignals
+
+    with StopSignals():  # SIGINT/SIGTERM anywhere in the command, even before the plan: exit 130
+        return _cmd_run(args)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
     from harness.report.display import ProgressPrinter, make_console, print_failures, results_table
     from harness.run.multigpu import parse_gpus
     from harness.run.runner import RunOptions, execute, parse_option, resume, summarize_statuses

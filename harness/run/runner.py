@@ -27,6 +27,7 @@ from harness.measure.timing import StopPolicy
 from harness.model.schema import Case, Record, Run, load_run, save_run
 from harness.run.isolation import child_env, classify_memory_failure, memory_limit_bytes, sweep_escaped
 from harness.run.journal import Journal, journal_path
+from harness.run.signals import StopSignals, checkpoint, deferred, interruptible
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 LOG_TAIL_BYTES = 8192
@@ -232,7 +233,9 @@ def run_worker(case: Case, spec: dict[str, Any], timeout_s: float, python: str =
     env = {**worker_env(cache_dir), **(extra_env or {})}  # extra_env: GPU pinning (--gpus)
     token = child_env(env)  # marks the worker's descendants, even those that leave its session
     started = time.monotonic()
-    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+    # deferred: a stop signal cannot land between the spawn and the registration that lets
+    # the runner kill this worker; only the wait itself is interruptible (harness/run/signals.py)
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err, deferred():
         proc = subprocess.Popen(
             # harness.run.isolation applies the memory cap and parent-death signal, then runs harness.measure.worker
             [python, "-m", "harness.run.isolation", str(spec_path), str(out_path)],
@@ -240,13 +243,16 @@ def run_worker(case: Case, spec: dict[str, Any], timeout_s: float, python: str =
         )
         LIVE_WORKERS.add(proc)  # so an interrupted --gpus run can kill every worker in flight
         try:
-            proc.wait(timeout=timeout_s)
+            checkpoint("worker-started")
+            with interruptible():
+                proc.wait(timeout=timeout_s)
             timed_out = False
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_tree(proc)
         except BaseException:
             _kill_tree(proc)
+            LIVE_WORKERS.discard(proc)
             sweep_escaped(token)
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -324,10 +330,16 @@ ProgressFn = Callable[[str, Case, int, int, Record | None], None]
 
 
 def execute(opts: RunOptions, progress: ProgressFn | None = None, environment: dict[str, Any] | None = None) -> Run:
-    """Plan, run every case, save the run file (and ingest it). Interrupted runs are saved
-    with the finished cases and `config.interrupted = true`, then KeyboardInterrupt re-raises.
-    Each finished case is journaled first (harness/run/journal.py), so even SIGKILL loses only
-    the case in flight and `resume` can finish the run."""
+    """Plan, run every case, save the run file (and ingest it). SIGINT and SIGTERM end the run
+    at any moment (harness/run/signals.py): the run file is saved with the finished cases and
+    `config.interrupted = true`, then KeyboardInterrupt re-raises. Each finished case is
+    journaled first (harness/run/journal.py), so even SIGKILL loses only the case in flight
+    and `resume` can finish the run."""
+    with StopSignals():
+        return _execute(opts, progress, environment)
+
+
+def _execute(opts: RunOptions, progress: ProgressFn | None, environment: dict[str, Any] | None) -> Run:
     from harness.measure.environment import capture_environment
     from harness.run.journal import journal_header
 
@@ -357,20 +369,27 @@ def execute(opts: RunOptions, progress: ProgressFn | None = None, environment: d
     }
     run = Run(run_id=run_id, created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
               label=opts.label, environment=env, config=config)
-    journal = Journal.create(journal_path(opts.out_dir, run_id), journal_header(run, cases, opts))
-    return _run_cases(run, cases, opts, journal, progress)
+    return _run_cases(run, cases, opts, lambda: Journal.create(journal_path(opts.out_dir, run_id),
+                                                               journal_header(run, cases, opts)), progress)
 
 
 def resume(ref: str, out_dir: str | Path = "results", progress: ProgressFn | None = None,
            environment: dict[str, Any] | None = None) -> Run:
     """Finish an interrupted run from its journal: keep the journaled records, run only the
     missing cases, write the run file a full run would have written (same id, plan order)."""
+    with StopSignals():
+        return _resume(ref, out_dir, progress, environment)
+
+
+def _resume(ref: str, out_dir: str | Path, progress: ProgressFn | None, environment: dict[str, Any] | None) -> Run:
     from harness.measure.environment import capture_environment
     from harness.run.journal import find_journal, resume_config
 
     path = find_journal(ref, out_dir)
-    journal = Journal.reopen(path)  # locks first: nobody appends while we read
+    journal: Journal | None = None
     try:
+        with deferred():  # a signal during the reopen is raised once `journal` can be closed
+            journal = Journal.reopen(path)  # locks first: nobody appends while we read
         state = journal.read()
         opts = RunOptions(**{k: v for k, v in state.header["options"].items() if k in RunOptions.__dataclass_fields__})
         opts.out_dir = str(path.parent.parent)
@@ -380,20 +399,26 @@ def resume(ref: str, out_dir: str | Path = "results", progress: ProgressFn | Non
         run = Run(run_id=state.run_id, created_at=str(state.header["created_at"]), label=str(state.header["label"]),
                   environment=state.header["environment"], config=resume_config(state, env, get_compiler))
         journal.note_resume(run.config["resumed"][-1])
+        opened = journal
+        return _run_cases(run, cases, opts, lambda: opened, progress, done=state.records)
     except BaseException:
-        journal.close()
+        if journal is not None:
+            journal.close()  # idempotent: _run_cases may have closed it already
         raise
-    return _run_cases(run, cases, opts, journal, progress, done=state.records)
 
 
-def _run_cases(run: Run, cases: list[Case], opts: RunOptions, journal: Journal, progress: ProgressFn | None,
-               done: dict[str, Record] | None = None) -> Run:
+def _run_cases(run: Run, cases: list[Case], opts: RunOptions, open_journal: Callable[[], Journal],
+               progress: ProgressFn | None, done: dict[str, Record] | None = None) -> Run:
+    """The case loop. Where a stop signal may land, and what it costs (harness/run/signals.py):
+    between cases or in a worker's wait, at once (the case in flight is killed); while a
+    worker is spawned, a record is journaled or the run file is written, as soon as that
+    step ends, so a finished case is never lost."""
     from harness.measure.devices import parse_device
+    from harness.run.multigpu import start_pool
 
     done = done or {}
     policy, timeout = run.config["policy"], run.config["timeout_s"]
     isa_cache = default_cache_root() / "isa-probe"
-    isa_cache.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
 
     def run_one(case: Case, extra_env: dict[str, str] | None = None) -> Record:
@@ -402,36 +427,49 @@ def _run_cases(run: Run, cases: list[Case], opts: RunOptions, journal: Journal, 
             return Record.failure(case, "skipped", "Skipped", avail.reason, phase="setup")
         return run_worker(case, make_spec(case, opts, policy, str(isa_cache)), timeout, extra_env=extra_env)
 
-    from harness.run.multigpu import start_pool
-
-    pool = start_pool([c for c in cases if c.case_id not in done], run_one, opts.gpus, opts.out_dir)
+    journal: Journal | None = None
+    pool = None
     try:
-        with _sigterm_as_interrupt():
-            for i, case in enumerate(cases):
-                if case.case_id in done:  # finished before an interruption: kept as journaled
-                    run.records.append(done[case.case_id])
-                    continue
-                if progress:
-                    progress("start", case, i, len(cases), None)
-                record = pool.result(case) if pool else run_one(case)
+        with deferred():  # created and guarded as one step: an interrupted run always gets its run file
+            journal = open_journal()
+        isa_cache.mkdir(parents=True, exist_ok=True)
+        pool = start_pool([c for c in cases if c.case_id not in done], run_one, opts.gpus, opts.out_dir)
+        for i, case in enumerate(cases):
+            if case.case_id in done:  # finished before an interruption: kept as journaled
+                run.records.append(done[case.case_id])
+                continue
+            checkpoint("next-case")
+            if progress:
+                progress("start", case, i, len(cases), None)
+            with deferred():  # from the worker's exit to the journal's fsync, the case is finished: keep it
+                if pool:
+                    with interruptible():
+                        record = pool.result(case)
+                else:
+                    record = run_one(case)
+                checkpoint("record-in-hand")
                 journal.append(record)  # on disk (fsync) before the next case starts
                 run.records.append(record)
-                if progress:
-                    progress("done", case, i, len(cases), record)
+            if progress:
+                progress("done", case, i, len(cases), record)
     except KeyboardInterrupt:
-        if pool:
-            pool.cancel()
-            kill_live_workers()
-        run.config["interrupted"] = True
-        run.records = journal.recorded(cases, run.records)  # the signal may land between the two appends
-        journal.close()  # kept: `compilebench run --resume` finishes the run from it
-        _finish(run, opts, started)
+        with deferred():  # a second Ctrl-C must not cut the save of the first one short
+            if pool:
+                pool.cancel()
+                kill_live_workers()
+            if journal is not None:
+                run.config["interrupted"] = True
+                run.records = journal.recorded(cases, run.records)  # the signal may land between the two appends
+                journal.close()  # kept: `compilebench run --resume` finishes the run from it
+                _finish(run, opts, started)
         raise
     except BaseException:
-        journal.close()
+        if journal is not None:
+            journal.close()
         raise
-    _finish(run, opts, started)
-    journal.remove()  # the complete run file now holds everything the journal had
+    with deferred():  # a signal now waits for the run file and its history rows, then exits 130
+        _finish(run, opts, started)
+        journal.remove()  # the complete run file now holds everything the journal had
     return run
 
 
@@ -440,6 +478,7 @@ def _finish(run: Run, opts: RunOptions, started: float) -> None:
     path = run_path(opts.out_dir, run.run_id)
     save_run(run, path)
     run.config["path"] = str(path)
+    checkpoint("run-file-written")
     if opts.ingest:
         from harness.run.store import HistoryStore
 
@@ -449,24 +488,6 @@ def _finish(run: Run, opts: RunOptions, started: float) -> None:
 
 def run_path(out_dir: str | Path, run_id: str) -> Path:
     return Path(out_dir) / "runs" / f"{run_id}.json"
-
-
-class _sigterm_as_interrupt:
-    """SIGTERM (CI cancelling a job) ends the run like Ctrl-C: finished cases are saved."""
-
-    def __enter__(self) -> None:
-        self.previous = None
-        try:
-            self.previous = signal.signal(signal.SIGTERM, self._handler)
-        except ValueError:  # not the main thread
-            pass
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGTERM, self.previous)
 
 
 def resolve_run(ref: str, out_dir: str | Path = "results") -> Run:
