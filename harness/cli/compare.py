@@ -42,13 +42,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Run cases alternately under --base-python and --head-python (per case and per "
                                    "round), save each side-round as a run file, and compare. 4+ rounds test one "
                                    "median per process: the most noise-robust gate.")
-    p.add_argument("--base-python", required=True, help="python of the base environment (e.g. main's venv)")
-    p.add_argument("--head-python", required=True, help="python of the head environment (e.g. the PR's venv)")
+    p.add_argument("--base-python", help="python of the base environment (e.g. main's venv)")
+    p.add_argument("--head-python", help="python of the head environment (e.g. the PR's venv)")
+    p.add_argument("--env", action="append", default=[], help="instead of --base/--head-python, twice: base then "
+                   "head, each NAME=PYTHON or NAME=SPEC (e.g. --env old=torch==2.12.1 --env new=torch==2.13.0: "
+                   "cached venvs); different torch versions are the point, so they are not refused")
     p.add_argument("--rounds", type=int, default=5, help="processes per case and side (default 5; 4+ test "
                    "per-process medians)")
     p.add_argument("--base-env", action="append", default=[], metavar="KEY=VALUE", help="env var for base workers")
     p.add_argument("--head-env", action="append", default=[], metavar="KEY=VALUE", help="env var for head workers")
-    _selection_options(p)
+    selection_options(p)
     _compare_options(p, GATE_FAIL_ON, with_out=False)
     p.set_defaults(func=cmd_ab)
 
@@ -58,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--python", default=sys.executable, help="python to measure with (default: this one)")
     p.add_argument("--thresholds", help="thresholds TOML the too-noisy flags are judged against")
     p.add_argument("--from-runs", nargs="+", metavar="RUN", help="analyse these A/A runs instead of running")
-    _selection_options(p)
+    selection_options(p)
     p.set_defaults(func=cmd_noise)
 
     p = sub.add_parser("expected", help="check or update the committed expected counts (graph breaks, recompiles, ...)")
@@ -98,7 +101,7 @@ def _compare_options(p: argparse.ArgumentParser, fail_on: Sequence[str], with_ou
         p.add_argument("--out", default="results", help="results folder holding runs/ and history.sqlite")
 
 
-def _selection_options(p: argparse.ArgumentParser) -> None:
+def selection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", help="named suite, e.g. smoke")
     p.add_argument("--workload", "-w", action="append", help="workload name(s)")
     p.add_argument("--workload-file", action="append", default=[], help="load @workload factories from this .py file")
@@ -158,7 +161,7 @@ def _metrics(values: Sequence[str] | None) -> list[str] | None:
     return names or None
 
 
-def _write(target: str, text: str) -> None:
+def write_output(target: str, text: str) -> None:
     from harness.model.schema import write_text_atomic
 
     if target == "-":
@@ -167,8 +170,9 @@ def _write(target: str, text: str) -> None:
         write_text_atomic(target, text)
 
 
-def render(cmp: Comparison, args: argparse.Namespace) -> int:
-    """Print the table, write markdown/JSON as asked; return the exit code."""
+def render(cmp: Comparison, args: argparse.Namespace, versions: str = "") -> int:
+    """Print the table, write markdown/JSON as asked; return the exit code. `versions` (ab)
+    names the builds on each side in the summary and the markdown title."""
     from rich.console import Console
 
     from harness.report.gate_output import headline, json_text, markdown, terminal_table
@@ -182,11 +186,14 @@ def render(cmp: Comparison, args: argparse.Namespace) -> int:
     for case in cmp.cases:
         for flag in case.flags:
             console.print(f"too noisy to judge: {case.case_id}: {flag}", style="yellow", highlight=False, markup=False)
+    if versions:
+        console.print(f"versions: {versions}", style="bold", highlight=False, markup=False)
     console.print(headline(cmp, failing), style="bold red" if failing else "bold green", highlight=False)
     if args.markdown:
-        _write(args.markdown, markdown(cmp, failing, title=f"compilebench {args.command}"))
+        title = f"compilebench {args.command}" + (f": {versions}" if versions else "")
+        write_output(args.markdown, markdown(cmp, failing, title=title))
     if args.json:
-        _write(args.json, json_text(cmp, failing, fail_on) + "\n")
+        write_output(args.json, json_text(cmp, failing, fail_on) + "\n")
     return EXIT_FAILED if failing else EXIT_OK
 
 
@@ -208,7 +215,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- ab / noise
 
-def _run_options(args: argparse.Namespace):
+def run_options_from(args: argparse.Namespace):
     from harness.cli.main import _split
     from harness.run.runner import RunOptions
 
@@ -234,22 +241,52 @@ def _progress(step: int, total: int, side: str, case, record) -> None:
               f"({record.worker.get('wall_s', 0):.1f}s)", file=sys.stderr, flush=True)
 
 
+def _ab_sides(args: argparse.Namespace) -> tuple[str, str, dict]:
+    """(base python, head python, side -> env description) from --env x2 or --base/--head-python."""
+    if args.env:
+        if args.base_python or args.head_python or len(args.env) != 2:
+            raise CliError("ab takes either --env twice (base, then head) or --base-python and --head-python")
+        from harness.cli.envs import resolve_cli_envs
+
+        base, head = resolve_cli_envs(args.env, 2)
+        return base.python, head.python, {"base": base.to_dict(), "head": head.to_dict()}
+    if not (args.base_python and args.head_python):
+        raise CliError("ab needs --base-python and --head-python, or --env twice (e.g. --env old=torch==2.12.1 "
+                       "--env new=torch==2.13.0)")
+    return args.base_python, args.head_python, {}
+
+
+def versions_line(base: list[Run], head: list[Run]) -> str:
+    """'base NAME (torch X, triton Y) -> head NAME (torch Z)': what an A/B across builds compared."""
+    def side(name: str, runs: list[Run]) -> str:
+        env = runs[0].environment if runs else {}
+        packages = env.get("packages") or {}
+        label = (env.get("env") or {}).get("name") or name
+        extra = "".join(f", {k} {packages[k]}" for k in ("triton", "pytorch-triton") if packages.get(k))
+        return f"{label} (torch {env.get('torch_version') or packages.get('torch') or '?'}{extra})"
+
+    return f"base {side('base', base)} -> head {side('head', head)}"
+
+
 def cmd_ab(args: argparse.Namespace) -> int:
     from harness.experiments.ab import AbOptions, parse_env_pairs, run_ab
 
-    opts = AbOptions(_run_options(args), args.base_python, args.head_python, args.rounds,
-                     parse_env_pairs(args.base_env, "--base-env"), parse_env_pairs(args.head_env, "--head-env"))
+    base_python, head_python, sides = _ab_sides(args)
+    opts = AbOptions(run_options_from(args), base_python, head_python, args.rounds,
+                     parse_env_pairs(args.base_env, "--base-env"), parse_env_pairs(args.head_env, "--head-env"),
+                     sides=sides)
     _fail_on(args.fail_on)
     try:
         base, head, folder = run_ab(opts, progress=_progress)
     except KeyboardInterrupt:
         print("compilebench: ab interrupted; finished rounds were saved", file=sys.stderr)
         return EXIT_INTERRUPTED
-    print(f"ab session: {folder} (compare again: compilebench compare {folder}/base {folder}/head)", file=sys.stderr)
+    print(f"ab session: {folder} (compare again: compilebench compare --allow-mismatch {folder}/base {folder}/head)",
+          file=sys.stderr)
     # the two sides are two builds on purpose: versions may differ, hardware may not
     from harness.analysis.compare import COMPILER_FIELDS
 
-    return render(_compare(base, head, args, ignore_fields=COMPILER_FIELDS), args)
+    return render(_compare(base, head, args, ignore_fields=COMPILER_FIELDS), args, versions=versions_line(base, head))
 
 
 def cmd_noise(args: argparse.Namespace) -> int:
@@ -266,7 +303,7 @@ def cmd_noise(args: argparse.Namespace) -> int:
     else:
         from harness.experiments.ab import AbOptions, run_ab
 
-        opts = AbOptions(_run_options(args), args.python, args.python, args.rounds)
+        opts = AbOptions(run_options_from(args), args.python, args.python, args.rounds)
         base, head, _ = run_ab(opts, progress=_progress)
         runs, rounds = base + head, args.rounds
     data = analyze_noise(runs, rounds, config)

@@ -17,7 +17,8 @@ from pathlib import Path
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 # feature modules that add subcommands: each has register(subparsers)
-COMMAND_MODULES: list[str] = ["harness.cli.report", "harness.cli.scale", "harness.cli.compare", "harness.cli.lifecycle"]
+COMMAND_MODULES: list[str] = ["harness.cli.report", "harness.cli.scale", "harness.cli.compare", "harness.cli.lifecycle",
+                              "harness.cli.envs"]
 
 
 class CliError(Exception):

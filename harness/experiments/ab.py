@@ -53,6 +53,8 @@ class AbOptions:
     rounds: int = 5
     base_env: dict[str, str] = field(default_factory=dict)
     head_env: dict[str, str] = field(default_factory=dict)
+    # side -> Env.to_dict() when the sides came from --env (name, spec, package versions)
+    sides: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def parse_env_pairs(pairs: Sequence[str], flag: str) -> dict[str, str]:
@@ -109,6 +111,8 @@ def run_ab(opts: AbOptions, progress: AbProgress | None = None,
     devices = sorted({c.device for c in cases})
     pythons = {"base": opts.base_python, "head": opts.head_python}
     envs = dict(environments) if environments else {s: probe_environment(pythons[s], devices) for s in SIDES}
+    for side, info in opts.sides.items():  # which --env each side was, beside what it measured
+        envs[side] = {**envs[side], "env": info}
     extra_env = {"base": opts.base_env, "head": opts.head_env}
     ab_id = new_run_id(opts.run.label or "ab")
     folder = Path(opts.run.out_dir) / "ab" / ab_id

@@ -59,6 +59,7 @@ class RunOptions:
     shard_costs: str | None = None  # history .sqlite balancing the shards, or 'none'
     gpus: list[int] = field(default_factory=list)  # one concurrent worker per GPU (harness/run/multigpu.py)
     options: dict[str, Any] = field(default_factory=dict)  # workload options from --option, override the suite's
+    python: str | None = None  # interpreter of the workers (an --env); None: this one
 
 
 def default_cache_root() -> Path:
@@ -425,7 +426,8 @@ def _run_cases(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
         avail = parse_device(case.device).availability()
         if not avail.available:
             return Record.failure(case, "skipped", "Skipped", avail.reason, phase="setup")
-        return run_worker(case, make_spec(case, opts, policy, str(isa_cache)), timeout, extra_env=extra_env)
+        return run_worker(case, make_spec(case, opts, policy, str(isa_cache)), timeout,
+                          python=opts.python or sys.executable, extra_env=extra_env)
 
     journal: Journal | None = None
     pool = None
