@@ -65,6 +65,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("latency", "s", False, "timing"),
     Metric("compile_time", "s", False, "scalar"),
     Metric("peak_memory", "B", False, "scalar"),
+    Metric("compile_host_memory", "B", False, "scalar"),  # worker's peak RSS while compiling
     Metric("graph_breaks", "", False, "count"),
     Metric("recompiles", "", False, "count"),
     Metric("accuracy", "", True, "exact"),
@@ -180,6 +181,8 @@ def _scalar(record: Record, metric: str) -> float | None:
         value = m.get("compile_time_s")
     elif metric == "peak_memory":
         value = _dict(record.compiled or record.eager).get("peak_memory_bytes")
+    elif metric == "compile_host_memory":
+        value = m.get("compile_peak_rss_bytes")
     else:
         value = m.get(metric)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

@@ -3,6 +3,8 @@
 Defaults follow what compiler CI can actually resolve: speedup and latency 5%, cold compile
 time 15% (one sample per process, noisier), peak memory 10%, graph breaks and recompiles any
 increase (they are deterministic), accuracy pass -> fail and status ok -> anything else.
+Host memory during compile (`compile_host_memory`, the worker's peak RSS while compiling)
+follows `peak_memory` wherever it is not set itself.
 
 Overrides come from a TOML file, most specific first: `[case."<case_id>"]`, then
 `[workload.<name>]`, then `[suite.<name>]`, then `[defaults]`:
@@ -44,7 +46,11 @@ RELATIVE_METRICS: dict[str, float] = {
     "latency": 0.05,
     "compile_time": 0.15,
     "peak_memory": 0.10,
+    "compile_host_memory": 0.10,
 }
+# a metric without a threshold of its own in any section uses another's: host memory during
+# compile is memory, so `peak_memory = "20%"` (or "off") covers it unless it is set itself
+FALLBACKS: dict[str, str] = {"compile_host_memory": "peak_memory"}
 COUNT_METRICS: dict[str, int] = {"graph_breaks": 0, "recompiles": 0}
 # gated exactly, no threshold to tune (listed so a config can switch them off)
 EXACT_METRICS = ("status", "accuracy")
@@ -87,14 +93,21 @@ class ThresholdConfig:
     workloads: dict[str, dict[str, Any]] = field(default_factory=dict)
     cases: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: str = "<defaults>"
+    explicit_defaults: set[str] = field(default_factory=set)  # metrics the [defaults] table set itself
 
     def for_case(self, case_id: str, workload: str = "", suite: str = "") -> Thresholds:
         values = dict(self.defaults)
         alpha = self.alpha
-        for layer in (self.suites.get(str(suite)), self.workloads.get(str(workload)), self.cases.get(str(case_id))):
+        layers = [self.suites.get(str(suite)), self.workloads.get(str(workload)), self.cases.get(str(case_id))]
+        explicit = set(self.explicit_defaults)
+        for layer in layers:
             if layer:
                 alpha = layer.get("alpha", alpha)
                 values.update({k: v for k, v in layer.items() if k != "alpha"})
+                explicit.update(layer)
+        for metric, source in FALLBACKS.items():
+            if metric not in explicit:
+                values[metric] = values.get(source)
         return Thresholds(values, alpha)
 
 
@@ -175,6 +188,7 @@ def config_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Thresho
     defaults = _parse_table(data.get("defaults", {}), f"{source}: defaults")
     config.alpha = defaults.pop("alpha", config.alpha)
     config.defaults.update(defaults)
+    config.explicit_defaults = set(defaults)
     for section, target in (("suite", config.suites), ("workload", config.workloads), ("case", config.cases)):
         tables = data.get(section, {})
         if not isinstance(tables, dict):

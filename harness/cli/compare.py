@@ -52,6 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--base-env", action="append", default=[], metavar="KEY=VALUE", help="env var for base workers")
     p.add_argument("--head-env", action="append", default=[], metavar="KEY=VALUE", help="env var for head workers")
     selection_options(p)
+    from harness.cli.diagnostics import add_diagnostic_options
+
+    add_diagnostic_options(p)
     _compare_options(p, GATE_FAIL_ON, with_out=False)
     p.set_defaults(func=cmd_ab)
 
@@ -228,6 +231,11 @@ def run_options_from(args: argparse.Namespace):
                       scenarios=_split(args.scenario), compilers=_split(args.compiler), devices=_split(args.device),
                       sizes=_split(args.size), timeout_s=args.timeout, out_dir=args.out, label=args.label,
                       policy=policy, ingest=False)
+    if hasattr(args, "trace"):  # ab has the diagnostic options; noise does not
+        from harness.cli.diagnostics import diagnostic_run_options
+
+        for key, value in diagnostic_run_options(args).items():
+            setattr(opts, key, value)
     if not opts.suite and not opts.compilers:
         opts.compilers = ["inductor"]
     if not opts.suite and not opts.devices:

@@ -60,6 +60,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from harness.cli.diagnostics import add_diagnostic_options
+
     parser = _Parser(prog="compilebench", description="Benchmark and regression-test torch.compile.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -99,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard-costs", metavar="DB", help="history .sqlite whose median case times balance the shards "
                    "(default: OUT/history.sqlite if present; 'none': round-robin). Every shard must use the same one")
     p.add_argument("--gpus", action="append", help="GPU indices, e.g. 0,1: run cases concurrently, one worker per GPU")
+    add_diagnostic_options(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("show", help="print a run as a table (RUN: path, run id or 'latest'; none: list runs)")
@@ -168,7 +171,8 @@ def _batch_sizes(values: list[str]) -> list[int]:
 
 # options that choose what to run: --resume takes them from the run's journal instead
 _SELECTION_OPTIONS = ("suite", "workload", "scenario", "compiler", "device", "dtype", "batch_size", "size", "timeout",
-                      "min_time", "min_samples", "max_memory_gb", "label", "shard", "shard_costs")
+                      "min_time", "min_samples", "max_memory_gb", "label", "shard", "shard_costs", "trace",
+                      "trace_max_mb", "warm_compile")
 
 
 def _check_run_args(args: argparse.Namespace) -> None:
@@ -189,6 +193,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from harness.cli.diagnostics import diagnostic_run_options
     from harness.report.display import ProgressPrinter, make_console, print_failures, results_table
     from harness.run.multigpu import parse_gpus
     from harness.run.runner import RunOptions, execute, parse_option, resume, summarize_statuses
@@ -218,6 +223,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         shard_costs=args.shard_costs,
         gpus=parse_gpus(args.gpus or []),
         options=dict(parse_option(o) for o in args.option),
+        **diagnostic_run_options(args),
     )
     if not opts.suite and not opts.compilers:
         opts.compilers = ["inductor"]

@@ -36,7 +36,9 @@ from harness.run.runner import (
     new_run_id,
     plan_cases,
     run_worker,
+    trace_config,
 )
+from harness.run.traces import trace_settings
 
 SIDES = ("base", "head")
 
@@ -128,7 +130,8 @@ def run_ab(opts: AbOptions, progress: AbProgress | None = None,
             if progress:
                 progress(step, len(plan), side, case, None)
             spec = make_spec(case, opts.run, policy, str(isa_cache))
-            record = run_worker(case, spec, timeout, python=pythons[side], extra_env=extra_env[side] or None)
+            trace = trace_settings(opts.run.out_dir, runs[side][r].run_id, opts.run.trace_max_mb) if opts.run.trace else None
+            record = run_worker(case, spec, timeout, python=pythons[side], extra_env=extra_env[side] or None, trace=trace)
             record.worker.update({"ab_side": side, "ab_round": r, "ab_step": step})
             runs[side][r].records.append(record)
             if progress:
@@ -147,6 +150,7 @@ def _side_run(ab_id: str, side: str, r: int, created: str, env: dict[str, Any], 
     python = opts.base_python if side == "base" else opts.head_python
     config = {"suite": opts.run.suite, "argv": sys.argv, "timeout_s": timeout, "policy": policy,
               "workload_files": opts.run.workload_files, "cases_planned": n_cases,
+              "warm_compile": opts.run.warm_compile, "trace": trace_config(opts.run, f"{ab_id}-{side}-r{r:02d}"),
               "ab": {"id": ab_id, "side": side, "round": r, "rounds": opts.rounds, "python": python,
                      "env": opts.base_env if side == "base" else opts.head_env}}
     return Run(f"{ab_id}-{side}-r{r:02d}", created, f"{opts.run.label or 'ab'} {side}", env, config)

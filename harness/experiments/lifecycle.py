@@ -41,6 +41,7 @@ from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
+from harness.measure.compile_metrics import layers_hit  # noqa: E402
 from harness.model.schema import write_json_atomic  # noqa: E402
 
 ROWS = ("jit_cold", "jit_warm", "mega_cache", "aot_compile", "aot_compile_warm", "aoti")
@@ -238,6 +239,10 @@ def _run_step(step: dict[str, Any], result: dict[str, Any]) -> None:
         result["status"] = "fail_accuracy"
     snap = observer.snapshot()
     result["cache"] = snap["cache"]
+    result["cache_layers"] = snap["cache_layers"]
+    if kind == "mega_cache":  # its artifacts pre-filled the other layers: their hits came from it
+        result["cache_layers"]["mega_cache"] = {"used": bool(result.get("mega_cache_loaded")),
+                                                "artifacts": result.get("mega_cache_artifacts", {})}
     result["compile_breakdown_s"] = snap["compile_breakdown_s"]
     if kind == "jit" and step.get("save_mega"):
         saved = torch.compiler.save_cache_artifacts()
@@ -381,22 +386,41 @@ def coldstart_table(result: dict[str, Any]) -> Any:
     speedups = speedup_vs_cold(result)
     cfg = result["config"]
     t = Table(title=f"cold start: {cfg['workload']} ({cfg['size']}, batch {cfg['batch_size']}, {cfg['device']}, {cfg['dtype']})")
-    for col in ("path", "status", "ready s", "1st call s", "TTFR s", "vs cold", "process s", "artifact", "cache hits",
-                "steady ms", "eager ms", "wrong shape"):
+    for col in ("path", "status", "ready s", "1st call s", "TTFR s", "vs cold", "process s", "artifact",
+                "cache hits/lookups", "layer hit", "saved s", "steady ms", "eager ms", "wrong shape"):
         t.add_column(col)
     for r in result["rows"]:
-        cache = r.get("cache") or {}
-        hits = f"fx {cache.get('fx_graph_hit', 0)}/{cache.get('fx_graph_hit', 0) + cache.get('fx_graph_miss', 0)}, " \
-               f"aot {cache.get('aot_autograd_hit', 0)}" if cache else "-"
         size = r.get("artifact_bytes") or r.get("mega_cache_bytes")
         t.add_row(
             ROW_LABELS.get(r["row"], r["row"]), r.get("status", "?"), _fmt(r.get("ready_s")), _fmt(r.get("first_call_s")),
             _fmt(r.get("ttfr_s")), f"{speedups[r['row']]:.1f}x" if r["row"] in speedups else "-",
-            _fmt(r.get("process_wall_s")), f"{size / 1024:.0f} KiB" if size else "-", hits,
+            _fmt(r.get("process_wall_s")), f"{size / 1024:.0f} KiB" if size else "-", cache_cell(r),
+            ", ".join(layers_hit(r.get("cache_layers"))) or "-", _fmt(cache_saved_s(r.get("cache_layers"))),
             _fmt(r.get("steady_s"), 1e3), _fmt(r.get("steady_eager_s"), 1e3),
             (r.get("wrong_shape") or {}).get("outcome", "-"),
         )
     return t
+
+
+def cache_cell(row: dict[str, Any]) -> str:
+    """'fx 3/3, aot 3/3' per layer that was looked up; bypasses and their first reason shown."""
+    parts = []
+    for layer, name in (("fx_graph", "fx"), ("aot_autograd", "aot"), ("autotune", "autotune")):
+        block = (row.get("cache_layers") or {}).get(layer) or {}
+        looked = sum(int(block.get(k) or 0) for k in ("hits", "misses", "bypasses"))
+        if looked:
+            text = f"{name} {int(block.get('hits') or 0)}/{looked}"
+            if block.get("bypasses"):
+                reasons = block.get("bypass_reasons") or [{}]
+                text += f" (bypass: {str(reasons[0].get('reason', '?'))[:60]})"
+            parts.append(text)
+    return ", ".join(parts) or "-"
+
+
+def cache_saved_s(layers: dict[str, Any] | None) -> float | None:
+    """Compile seconds the caches saved by torch's own account (FX graph layer; None when unknown)."""
+    block = (layers or {}).get("fx_graph") or {}
+    return block.get("saved_s") if block.get("hits") else None
 
 
 def _fmt(value: float | None, scale: float = 1.0) -> str:

@@ -8,6 +8,13 @@ Sources (facts from DESIGN.md):
 - The `graph_breaks` and `recompiles` log artifacts: the only place with the user code
   location of a break and the guard failure behind a recompile. A handler captures them
   (no stderr noise, no re-run as `torch._dynamo.explain` would do).
+- Cache layers (`cache_layers`): hits, misses and bypasses from torch's counters
+  (`counters["inductor"]["fxgraph_cache_*"]`, `counters["aot_autograd"]["autograd_cache_*"]`,
+  `torch._inductor.remote_cache.cache_stats` for the autotune cache); the bypass reason is the
+  exception torch logs at INFO when it bypasses ("Bypassing FX Graph Cache because ..."),
+  taken from the log record's arguments; seconds saved by FX-graph hits are torch's own figure
+  (the original compile time of each hit graph, which torch adds to the frame's
+  `distributed_ephemeral_timeout_us`).
 """
 
 from __future__ import annotations
@@ -20,6 +27,9 @@ from typing import Any
 
 GRAPH_BREAK_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"
 RECOMPILE_LOGGER = "torch._dynamo.guards.__recompiles"
+# torch logs a cache bypass (with the exception that caused it) at INFO on these loggers
+BYPASS_LOGGERS = {"torch._inductor.codecache": "fx_graph", "torch._functorch._aot_autograd.autograd_cache": "aot_autograd"}
+CACHE_LAYERS = ("fx_graph", "aot_autograd", "autotune", "mega_cache")
 
 _BREAK_AT = re.compile(r"Graph break (?:\(user stack suppressed due to duplicate graph break\) )?in user code at (\S+):(\d+)")
 _RECOMPILE_AT = re.compile(r"Recompiling function (\S+) in (\S+):(\d+)")
@@ -38,11 +48,48 @@ class _Capture(logging.Handler):
             pass
 
 
+class _BypassCapture(logging.Handler):
+    """Keeps the reason of every cache bypass; forwards warnings and errors to torch's own
+    handlers (these loggers stop propagating while we listen at INFO)."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.INFO)
+        self.reasons: dict[str, Counter[str]] = {layer: Counter() for layer in BYPASS_LOGGERS.values()}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if isinstance(record.msg, str) and record.msg.startswith("Bypassing") and record.args:
+                args = record.args if isinstance(record.args, tuple) else (record.args,)
+                self.reasons[BYPASS_LOGGERS[record.name]][str(args[0])[:300]] += 1
+            elif record.levelno >= logging.WARNING:
+                logging.getLogger("torch").handle(record)
+        except Exception:  # a malformed log record must not fail the case
+            pass
+
+
+def _autotune_stats() -> dict[str, int]:
+    """Autotune-cache gets counted by torch's cache stats (local and remote backends); the
+    counters are process-wide, so callers take differences."""
+    try:
+        from torch._inductor.remote_cache import cache_stats
+    except ImportError:  # older torch
+        return {}
+    stats = getattr(cache_stats, "_stats", {}) or {}
+    out = {"hit": 0, "miss": 0}
+    for name, stat in list(stats.items()):
+        if "Autotune" in name:
+            out["hit"] += int(getattr(stat, "hit", 0) or 0)
+            out["miss"] += int(getattr(stat, "miss", 0) or 0)
+    return out
+
+
 class CompileObserver:
     """Start before the first compiled call; `snapshot()` any time after."""
 
     def __init__(self) -> None:
         self.handler = _Capture()
+        self.bypasses = _BypassCapture()
+        self.autotune_before: dict[str, int] = {}
 
     def start(self) -> CompileObserver:
         import torch._dynamo.utils as dutils
@@ -58,6 +105,12 @@ class CompileObserver:
             logger = logging.getLogger(name)
             logger.addHandler(self.handler)
             logger.propagate = False  # keep them out of the worker's stderr
+        for name in BYPASS_LOGGERS:
+            logger = logging.getLogger(name)
+            logger.addHandler(self.bypasses)
+            logger.setLevel(logging.INFO)
+            logger.propagate = False  # INFO lines stay out of stderr; warnings are forwarded
+        self.autotune_before = _autotune_stats()
         return self
 
     def snapshot(self) -> dict[str, Any]:
@@ -81,8 +134,88 @@ class CompileObserver:
             "cudagraph_skips": int(counters.get("inductor", {}).get("cudagraph_skips", 0)),
             "compile_breakdown_s": stage_breakdown(metrics),
             "cache": cache_counts(metrics, counters),
+            "cache_layers": cache_layers(metrics, counters, self.bypasses.reasons,
+                                         _stat_delta(_autotune_stats(), self.autotune_before)),
+            "ops_per_graph": ops_per_graph(metrics),
+            "structured_logging_overhead_s": round(sum(float(getattr(m, "structured_logging_overhead_us", None) or 0)
+                                                       for m in metrics) / 1e6, 6),
             "compiled_frames": len(metrics),
         }
+
+
+def _stat_delta(now: dict[str, int], before: dict[str, int]) -> dict[str, int] | None:
+    return {k: now[k] - before.get(k, 0) for k in now} if now else None
+
+
+def _cache_enabled() -> dict[str, bool | None]:
+    """Whether each layer is switched on in this process (explains a layer with no events)."""
+    out: dict[str, bool | None] = {"fx_graph": None, "aot_autograd": None, "autotune": None}
+    try:
+        import torch._inductor.config as ic
+
+        out["fx_graph"] = bool(getattr(ic, "fx_graph_cache", False)) and not getattr(ic, "force_disable_caches", False)
+        out["autotune"] = bool(getattr(ic, "autotune_local_cache", False)) and not getattr(ic, "force_disable_caches", False)
+    except ImportError:
+        pass
+    try:
+        import torch._functorch.config as fc
+
+        out["aot_autograd"] = bool(getattr(fc, "enable_autograd_cache", False)) and bool(out["fx_graph"])
+    except ImportError:
+        pass
+    return out
+
+
+def cache_layers(metrics: list[Any], counters: dict[str, dict[str, int]], bypass_reasons: dict[str, Counter[str]],
+                 autotune: dict[str, int] | None) -> dict[str, dict[str, Any]]:
+    """Hits, misses, bypasses (with reasons) and seconds saved per cache layer.
+
+    `saved_s` is torch's own figure where torch has one (FX graph: the compile time the hit
+    graphs took when they were built); None where torch does not expose it in-process
+    (AOTAutograd writes it only to the structured trace). Mega-Cache is not a lookup layer:
+    its artifacts pre-fill the others, so its hits show there; whoever loads it sets `used`."""
+    inductor, aot = counters.get("inductor", {}), counters.get("aot_autograd", {})
+    enabled = _cache_enabled()
+
+    def reasons(layer: str) -> list[dict[str, Any]]:
+        return [{"reason": r, "count": n} for r, n in bypass_reasons.get(layer, Counter()).most_common()]
+
+    fx_saved_us = sum(float(getattr(m, "distributed_ephemeral_timeout_us", None) or 0) for m in metrics)
+    return {
+        "fx_graph": {"enabled": enabled["fx_graph"], "hits": int(inductor.get("fxgraph_cache_hit", 0)),
+                     "misses": int(inductor.get("fxgraph_cache_miss", 0)),
+                     "bypasses": int(inductor.get("fxgraph_cache_bypass", 0)), "bypass_reasons": reasons("fx_graph"),
+                     "saved_s": round(fx_saved_us / 1e6, 6) if inductor.get("fxgraph_cache_hit") else 0.0},
+        "aot_autograd": {"enabled": enabled["aot_autograd"], "hits": int(aot.get("autograd_cache_hit", 0)),
+                         "misses": int(aot.get("autograd_cache_miss", 0)),
+                         "bypasses": int(aot.get("autograd_cache_bypass", 0)), "bypass_reasons": reasons("aot_autograd"),
+                         "saved_s": None if aot.get("autograd_cache_hit") else 0.0},
+        "autotune": {"enabled": enabled["autotune"], "hits": autotune.get("hit") if autotune else None,
+                     "misses": autotune.get("miss") if autotune else None, "bypasses": None, "bypass_reasons": [],
+                     "saved_s": None},
+        "mega_cache": {"used": False},
+    }
+
+
+def layers_hit(layers: dict[str, dict[str, Any]] | None) -> list[str]:
+    """Names of the layers that served at least one hit, in lookup order."""
+    layers = layers or {}
+    hit = [name for name in CACHE_LAYERS[:3] if (layers.get(name) or {}).get("hits")]
+    if (layers.get("mega_cache") or {}).get("used"):
+        hit.insert(0, "mega_cache")
+    return hit
+
+
+def ops_per_graph(metrics: list[Any]) -> list[dict[str, Any]]:
+    """Ops captured in each compiled graph (Dynamo's `graph_op_count` per frame compile)."""
+    out = []
+    for m in metrics:
+        ops = getattr(m, "graph_op_count", None)
+        if ops is None:
+            continue
+        out.append({"compile_id": str(getattr(m, "compile_id", "") or ""), "frame": str(getattr(m, "co_name", "") or ""),
+                    "location": f"{getattr(m, 'co_filename', '')}:{getattr(m, 'co_firstlineno', '')}", "ops": int(ops)})
+    return out
 
 
 def stage_breakdown(metrics: list[Any]) -> dict[str, float]:
@@ -174,3 +307,41 @@ def parse_recompiles(messages: list[str]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+class CompileMemoryProbe:
+    """Host peak RSS (and the device allocator's peak) over the compile phase.
+
+    Linux: the RSS high-water mark (VmHWM) is reset through /proc/self/clear_refs ("5") when
+    the phase starts and read when it ends. Only this process counts: Inductor's compile
+    worker pool and the C++ compiler it spawns are separate processes. Where the reset is
+    impossible the peak is the process's lifetime peak; `host_peak_reset_ok` says which."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self.host_before: int | None = None
+        self.reset_ok = False
+
+    def start(self) -> CompileMemoryProbe:
+        from harness.measure.devices import cpu_peak_rss, cpu_reset_peak_rss
+
+        self.host_before = cpu_reset_peak_rss()
+        peak = cpu_peak_rss()
+        self.reset_ok = peak is not None and self.host_before is not None and peak <= self.host_before * 1.05 + (8 << 20)
+        if self.device.type != "cpu":
+            self.device.reset_peak_memory()
+        return self
+
+    def stop(self) -> dict[str, Any]:
+        from harness.measure.devices import cpu_peak_rss
+
+        host_peak = cpu_peak_rss()
+        device_peak = self.device.peak_memory() if self.device.type != "cpu" else None
+        return {
+            "compile_peak_rss_bytes": host_peak,
+            "compile_rss_before_bytes": self.host_before,
+            "compile_rss_delta_bytes": (host_peak - self.host_before) if host_peak and self.host_before else None,
+            "compile_peak_rss_reset_ok": self.reset_ok,
+            # a CPU build has no device allocator: None, never 0 (DESIGN: never report 0 as a peak)
+            "compile_device_peak_bytes": device_peak or None,
+        }

@@ -71,6 +71,7 @@ class CaseState:
     warm_snapshot: dict[str, Any] | None = None
     inner: dict[str, int] = field(default_factory=dict)
     samples: dict[str, list[float]] = field(default_factory=dict)
+    break_costs: dict[str, Any] | None = None
 
     @property
     def case(self) -> Case:
@@ -79,6 +80,11 @@ class CaseState:
     @property
     def has_compiled(self) -> bool:
         return self.prepared is not None and self.prepared.compiled is not None
+
+    @property
+    def compile_only(self) -> bool:
+        """The runner's second process for --warm-compile: the compile is all it measures."""
+        return self.spec.get("mode") == "warm_compile"
 
     def enter(self, name: str) -> None:
         """Close the current phase's wall time and open `name`: where a slow case spent
@@ -284,11 +290,13 @@ def eager_first_call(state: CaseState) -> None:
 
 def compile_first_call(state: CaseState) -> None:
     """The compiled first call in the cold cache the parent made: that is the compile time."""
-    from harness.measure.compile_metrics import CompileObserver
+    from harness.measure.compile_metrics import CompileMemoryProbe, CompileObserver
 
     prepared = state.prepared
     state.observer = CompileObserver().start()
+    compile_memory = CompileMemoryProbe(state.device).start()  # host peak RSS of the compile, next to the device's
     out, state.compiled_first_s = timed_first_call(prepared.compiled, state.device.synchronize, state.clock)
+    state.record.metrics.update(compile_memory.stop())
     state.out_compiled = _accuracy_output(prepared, "compiled", out)
     state.first_snapshot = state.observer.snapshot()
     state.record.metrics["compile_time_s"] = state.compiled_first_s
@@ -330,6 +338,27 @@ def memory(state: CaseState) -> None:
                                          state.inner["compiled"], mem["compiled"])
 
 
+def break_cost(state: CaseState) -> None:
+    """Eager time and runs per graph break (harness/measure/break_cost.py): a few profiled
+    calls after the timed rounds. A diagnostic: its failure is a note, never the case's status."""
+    from harness.measure.break_cost import measure_break_costs
+
+    try:
+        state.break_costs = measure_break_costs(state.variants["compiled"], state.device.synchronize)
+    except Exception as exc:  # noqa: BLE001 - failures are data
+        state.break_costs = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        state.record.notes.append(f"graph-break cost pass failed: {type(exc).__name__}: {str(exc)[:200]}")
+
+
+def _has_graph_breaks(state: CaseState) -> bool:
+    return state.has_compiled and state.observer is not None and bool(state.observer.snapshot()["graph_breaks"])
+
+
+def finish_warm_compile(state: CaseState) -> None:
+    """The --warm-compile process's record: compile time, stages, cache layers, compile memory."""
+    _fill_compile_metrics(state.record, state.first_snapshot, state.first_snapshot, state.first_snapshot)
+
+
 def finish(state: CaseState) -> None:
     """Compile metrics, derived figures, and the verdicts a measured case can still get
     (accuracy failure, graph breaks under fullgraph=True)."""
@@ -337,6 +366,7 @@ def finish(state: CaseState) -> None:
     if state.observer is not None:
         _fill_compile_metrics(record, state.observer.snapshot(), state.first_snapshot, state.warm_snapshot)
         _fill_compiler_effects(record, compiler, state.device.type, state.built.model)
+        _fill_break_costs(record, state.break_costs)
     _fill_derived_metrics(record, state.prepared, state.policy)
     record.metrics.update(state.prepared.metrics)
     accuracy = record.metrics.get("accuracy", {})
@@ -368,10 +398,12 @@ PHASES: tuple[Phase, ...] = (
     Phase("build", build),
     Phase("eager_first_call", eager_first_call),
     Phase("compile", compile_first_call, when=lambda s: s.has_compiled),
-    Phase("accuracy", accuracy, when=lambda s: s.has_compiled),
-    Phase("measure", measure),
-    Phase("memory", memory),
-    Phase("done", finish),
+    Phase("accuracy", accuracy, when=lambda s: s.has_compiled and not s.compile_only),
+    Phase("measure", measure, when=lambda s: not s.compile_only),
+    Phase("memory", memory, when=lambda s: not s.compile_only),
+    Phase("break_cost", break_cost, when=lambda s: not s.compile_only and _has_graph_breaks(s)),
+    Phase("done", finish, when=lambda s: not s.compile_only),
+    Phase("done", finish_warm_compile, when=lambda s: s.compile_only and s.has_compiled),
 )
 
 
@@ -415,10 +447,24 @@ def _fill_compile_metrics(record: Record, snap: dict[str, Any], first: dict[str,
     m["compile_time_total_s"] = snap["compile_breakdown_s"]["total"]
     m["frames_fell_back"] = max(snap["frames_total"] - snap["frames_ok"], 0)
     m["cache"] = snap["cache"]
+    m["cache_layers"] = snap["cache_layers"]
+    m["ops_per_graph"] = snap["ops_per_graph"]
+    m["structured_logging_overhead_s"] = snap["structured_logging_overhead_s"]
     record.graph_break_reasons = snap["graph_break_reasons"]
     record.recompile_reasons = snap["recompile_reasons"]
     if snap["cudagraph_skips"]:
         record.notes.append(f"CUDA graphs were skipped {snap['cudagraph_skips']} time(s): the mode's cudagraph effect did not apply")
+
+
+def _fill_break_costs(record: Record, costs: dict[str, Any] | None) -> None:
+    from harness.measure.break_cost import merge_into_reasons
+
+    if costs is None:
+        return
+    record.metrics["graph_break_cost"] = costs
+    if "error" not in costs:
+        record.metrics["outside_graphs_s_per_call"] = costs["outside_graphs_s_per_call"]
+        record.graph_break_reasons = merge_into_reasons(record.graph_break_reasons, costs)
 
 
 def _is_skip(exc: BaseException) -> bool:

@@ -40,7 +40,7 @@ def fmt_value(metric: str, value: Any) -> str:
         return value
     if metric in ("latency", "compile_time"):
         return fmt_seconds(value)
-    if metric == "peak_memory":
+    if metric in ("peak_memory", "compile_host_memory"):
         return fmt_bytes(int(value))
     if metric == "speedup":
         return f"{value:.3f}x"

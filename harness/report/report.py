@@ -9,6 +9,7 @@ Charts come from `harness.report.charts` (matplotlib -> inline SVG).
 from __future__ import annotations
 
 import functools
+import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,12 +70,39 @@ def headline(run: Run) -> list[dict[str, Any]]:
     return rows
 
 
-def case_rows(run: Run) -> list[dict[str, Any]]:
+def trace_href(info: Any, base_dir: Path | None) -> str | None:
+    """Link to a case's trace: tlparse's index.html when it was rendered, else the log folder.
+    Relative to the report's folder when that is known (the report and results move together)."""
+    if not isinstance(info, dict) or not (info.get("html") or info.get("dir")):
+        return None
+    target = Path(str(info.get("html") or info.get("dir")))
+    if base_dir is not None:
+        try:
+            return Path(os.path.relpath(target, base_dir)).as_posix()
+        except ValueError:  # another drive (Windows)
+            pass
+    return target.resolve().as_uri() if target.is_absolute() else target.as_posix()
+
+
+def cache_summary(m: dict[str, Any]) -> str:
+    """'fx 3/3, aot 0/3' (hits/lookups per layer that was looked up), '-' when nothing was."""
+    parts = []
+    short = {"fx_graph": "fx", "aot_autograd": "aot", "autotune": "autotune"}
+    for layer, name in short.items():
+        block = (m.get("cache_layers") or {}).get(layer) or {}
+        looked = sum(int(block.get(k) or 0) for k in ("hits", "misses", "bypasses"))
+        if looked:
+            parts.append(f"{name} {int(block.get('hits') or 0)}/{looked}")
+    return ", ".join(parts) or "-"
+
+
+def case_rows(run: Run, base_dir: Path | None = None) -> list[dict[str, Any]]:
     """One dict per record with what the case table shows; sort keys are plain numbers."""
     rows = []
     for r in run.records:
         m = r.metrics or {}
         bd = m.get("compile_breakdown_s") or {}
+        warm = m.get("warm_compile") if isinstance(m.get("warm_compile"), dict) else {}
         rows.append({
             "record": r,
             "case_id": r.case_id,
@@ -93,6 +121,15 @@ def case_rows(run: Run) -> list[dict[str, Any]]:
                 "inductor": (bd.get("inductor") or 0) + (bd.get("inductor_codegen") or 0) if bd else None},
             "mem_eager": (r.eager or {}).get("peak_memory_bytes"),
             "mem_compiled": (r.compiled or {}).get("peak_memory_bytes"),
+            "compile_rss": m.get("compile_peak_rss_bytes"),
+            "compile_device_peak": m.get("compile_device_peak_bytes"),
+            "cache": cache_summary(m),
+            "warm_layers_hit": warm.get("layers_hit") or [],
+            "warm_status": warm.get("status"),
+            "trace_href": trace_href(m.get("trace"), base_dir),
+            "warm_trace_href": trace_href(m.get("warm_trace"), base_dir),
+            "trace_notes": [n for n in ((m.get("trace") or {}).get("notes") or [])] if isinstance(m.get("trace"), dict) else [],
+            "outside_graphs_s": m.get("outside_graphs_s_per_call"),
             "graph_breaks": m.get("graph_breaks"),
             "recompiles": m.get("recompiles"),
             "accuracy": (m.get("accuracy") or {}).get("status") if isinstance(m.get("accuracy"), dict) else None,
@@ -101,25 +138,31 @@ def case_rows(run: Run) -> list[dict[str, Any]]:
 
 
 def grouped_reasons(records: list[Record], attr: str) -> list[dict[str, Any]]:
-    """Graph-break or recompile reasons grouped by (reason, location) across cases, most frequent first."""
+    """Graph-break or recompile reasons grouped by (reason, location) across cases. Breaks are
+    ranked by cost (eager seconds per call, summed over cases; see harness/measure/break_cost.py),
+    then by count: a frequent break can be cheap and a single one can dominate."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for r in records:
         for item in getattr(r, attr) or []:
             key = (str(item.get("reason", "")), str(item.get("location", "unknown")))
             g = groups.setdefault(key, {"reason": key[0], "location": key[1], "count": 0, "cases": [],
                                         "function": item.get("function", ""), "user_stack": item.get("user_stack", ""),
-                                        "user_location": item.get("user_location", "")})
+                                        "user_location": item.get("user_location", ""), "eager_s_per_call": None,
+                                        "runs_per_call": None})
             g["count"] += int(item.get("count", 1) or 1)
+            for cost in ("eager_s_per_call", "runs_per_call"):
+                if isinstance(item.get(cost), (int, float)):
+                    g[cost] = (g[cost] or 0.0) + float(item[cost])
             if r.case_id not in g["cases"]:
                 g["cases"].append(r.case_id)
-    return sorted(groups.values(), key=lambda g: (-g["count"], g["location"]))
+    return sorted(groups.values(), key=lambda g: (-(g["eager_s_per_call"] or 0.0), -g["count"], g["location"]))
 
 
 # -- comparison with a baseline run ------------------------------------------------------------
 
 # compare.py's metric names -> the report's delta columns (relative changes only; counts go to "why")
 DELTA_COLUMNS = {"speedup": "speedup", "latency": "latency_s", "compile_time": "compile_time_s",
-                 "peak_memory": "compiled_peak_memory_bytes"}
+                 "peak_memory": "compiled_peak_memory_bytes", "compile_host_memory": "compile_peak_rss_bytes"}
 _JUDGED = ("regression", "now failing", "improvement", "now passing", "noisy")
 
 
@@ -177,8 +220,10 @@ def _reason(m: Any) -> str:
 
 # -- rendering ---------------------------------------------------------------------------------
 
-def report_context(run: Run, baseline: Run | None = None, charts: bool = True) -> dict[str, Any]:
-    """Everything the template needs; `charts=False` skips matplotlib (dashboard night pages)."""
+def report_context(run: Run, baseline: Run | None = None, charts: bool = True,
+                   base_dir: Path | None = None) -> dict[str, Any]:
+    """Everything the template needs; `charts=False` skips matplotlib (dashboard night pages).
+    `base_dir`: the folder the page is written to (trace links are made relative to it)."""
     deltas, compare_warnings = compare_for_report(baseline, run) if baseline is not None else ([], [])
     verdict_counts: dict[str, int] = defaultdict(int)
     for d in deltas:
@@ -190,7 +235,8 @@ def report_context(run: Run, baseline: Run | None = None, charts: bool = True) -
         "run": run,
         "synthetic": is_synthetic(run),
         "headline": headline(run),
-        "rows": case_rows(run),
+        "rows": case_rows(run, base_dir),
+        "traced": any(isinstance((r.metrics or {}).get("trace"), dict) for r in run.records),
         "statuses": sorted(status_counts),
         "status_counts": dict(status_counts),
         "compilers": sorted({r.case.compiler for r in run.records}),
@@ -222,13 +268,14 @@ def is_synthetic(run: Run) -> bool:
     return bool(run.environment.get("synthetic")) or "SYNTHETIC" in (run.label or "")
 
 
-def render_report(run: Run, baseline: Run | None = None, charts: bool = True, links: dict[str, str] | None = None) -> str:
+def render_report(run: Run, baseline: Run | None = None, charts: bool = True, links: dict[str, str] | None = None,
+                  base_dir: Path | None = None) -> str:
     """The report as one HTML string. `links` adds navigation (e.g. back to the dashboard)."""
     template = template_env().get_template("report.html.j2")
-    return template.render(**report_context(run, baseline, charts), links=links or {})
+    return template.render(**report_context(run, baseline, charts, base_dir), links=links or {})
 
 
 def write_report(run: Run, out: str | Path, baseline: Run | None = None) -> Path:
     from harness.model.schema import write_text_atomic
 
-    return write_text_atomic(out, render_report(run, baseline))
+    return write_text_atomic(out, render_report(run, baseline, base_dir=Path(out).resolve().parent))

@@ -28,6 +28,7 @@ from harness.model.schema import Case, Record, Run, load_run, save_run
 from harness.run.isolation import child_env, classify_memory_failure, memory_limit_bytes, sweep_escaped
 from harness.run.journal import Journal, journal_path
 from harness.run.signals import StopSignals, checkpoint, deferred, interruptible
+from harness.run.traces import TraceSettings, attach_trace, case_slug, trace_env, trace_settings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 LOG_TAIL_BYTES = 8192
@@ -60,6 +61,9 @@ class RunOptions:
     gpus: list[int] = field(default_factory=list)  # one concurrent worker per GPU (harness/run/multigpu.py)
     options: dict[str, Any] = field(default_factory=dict)  # workload options from --option, override the suite's
     python: str | None = None  # interpreter of the workers (an --env); None: this one
+    trace: bool = False  # TORCH_TRACE log (+ tlparse HTML) per case under <out>/traces/<run_id>/ (harness/run/traces.py)
+    trace_max_mb: float | None = None  # per-case trace cap (default traces.DEFAULT_TRACE_MAX_MB)
+    warm_compile: bool = False  # a second compile per case in a fresh process on the populated cache
 
 
 def default_cache_root() -> Path:
@@ -224,14 +228,61 @@ def worker_env(cache_dir: Path) -> dict[str, str]:
 
 
 def run_worker(case: Case, spec: dict[str, Any], timeout_s: float, python: str = sys.executable,
-               workdir: Path | None = None, extra_env: dict[str, str] | None = None) -> Record:
-    """Run one case in a fresh process; every outcome (record, crash, timeout) is a Record."""
+               workdir: Path | None = None, extra_env: dict[str, str] | None = None,
+               trace: TraceSettings | None = None) -> Record:
+    """Run one case in a fresh process; every outcome (record, crash, timeout) is a Record.
+
+    `trace`: write the case's TORCH_TRACE log (and tlparse HTML) under `trace.root`.
+    `spec["warm_compile"]`: after a good cold run, compile again in a fresh process on the
+    same (now populated) Inductor cache and record that as the warm compile."""
     tmp = Path(tempfile.mkdtemp(prefix="cb-case-", dir=workdir))
-    spec_path, out_path = tmp / "spec.json", tmp / "record.json"
-    spec_path.write_text(json.dumps(spec))
     cache_dir = tmp / "inductor-cache"
-    stdout_path, stderr_path = tmp / "stdout.log", tmp / "stderr.log"
+    trace_dir = trace.root / case_slug(case.case_id) if trace else None
+    try:
+        record = _run_process(case, spec, tmp, "cold", cache_dir, timeout_s, python, extra_env, trace_dir)
+        if spec.get("warm_compile") and record.status == "ok" and record.compiled is not None:
+            warm_spec = {**spec, "mode": "warm_compile"}
+            warm = _run_process(case, warm_spec, tmp, "warm", cache_dir, timeout_s, python, extra_env,
+                                trace_dir / "warm" if trace_dir else None)
+            merge_warm_compile(record, warm)
+            if trace_dir and trace:
+                attach_trace(record, trace_dir / "warm", trace.max_bytes, key="warm_trace")
+        if trace_dir and trace:
+            attach_trace(record, trace_dir, trace.max_bytes)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return record
+
+
+def merge_warm_compile(record: Record, warm: Record) -> None:
+    """The warm compile's figures go into the cold record; its failure is a note, not the case's status."""
+    from harness.measure.compile_metrics import layers_hit
+
+    wm = warm.metrics or {}
+    block: dict[str, Any] = {"status": warm.status, "compile_time_s": wm.get("compile_time_s"),
+                             "compile_breakdown_s": wm.get("compile_breakdown_s"), "cache_layers": wm.get("cache_layers"),
+                             "layers_hit": layers_hit(wm.get("cache_layers")),
+                             "compile_peak_rss_bytes": wm.get("compile_peak_rss_bytes"),
+                             "wall_s": warm.worker.get("wall_s")}
+    cold = record.metrics.get("compile_time_s")
+    if warm.status == "ok" and wm.get("compile_time_s") is not None:
+        record.metrics["warm_compile_time_s"] = wm["compile_time_s"]
+        block["saved_s"] = round(cold - wm["compile_time_s"], 6) if cold is not None else None
+    else:
+        err = warm.error or {}
+        block["error"] = f"{err.get('type', '')}: {err.get('message', '')}"[:500]
+        record.notes.append(f"warm compile {warm.status}: {block['error']}")
+    record.metrics["warm_compile"] = block
+
+
+def _run_process(case: Case, spec: dict[str, Any], tmp: Path, name: str, cache_dir: Path, timeout_s: float,
+                 python: str, extra_env: dict[str, str] | None, trace_dir: Path | None) -> Record:
+    spec_path, out_path = tmp / f"{name}-spec.json", tmp / f"{name}-record.json"
+    spec_path.write_text(json.dumps(spec))
+    stdout_path, stderr_path = tmp / f"{name}-stdout.log", tmp / f"{name}-stderr.log"
     env = {**worker_env(cache_dir), **(extra_env or {})}  # extra_env: GPU pinning (--gpus)
+    if trace_dir is not None:
+        env.update(trace_env(trace_dir))  # in the environment: torch opens the log at import
     token = child_env(env)  # marks the worker's descendants, even those that leave its session
     started = time.monotonic()
     # deferred: a stop signal cannot land between the spawn and the registration that lets
@@ -255,7 +306,6 @@ def run_worker(case: Case, spec: dict[str, Any], timeout_s: float, python: str =
             _kill_tree(proc)
             LIVE_WORKERS.discard(proc)
             sweep_escaped(token)
-            shutil.rmtree(tmp, ignore_errors=True)
             raise
         _kill_tree(proc)  # the worker's own children (compile workers) die with it
         LIVE_WORKERS.discard(proc)
@@ -269,7 +319,6 @@ def run_worker(case: Case, spec: dict[str, Any], timeout_s: float, python: str =
     if escaped:
         record.worker["escaped_processes_killed"] = len(escaped)
         record.notes.append(f"{len(escaped)} process(es) left behind by the worker outside its session were killed")
-    shutil.rmtree(tmp, ignore_errors=True)
     return record
 
 
@@ -324,7 +373,16 @@ def make_spec(case: Case, opts: RunOptions, policy: dict[str, Any], isa_cache_di
         "isa_cache_dir": isa_cache_dir,
         "seed": 0,
         "limits": {"max_memory_bytes": int(opts.max_memory_gb * (1 << 30)) if opts.max_memory_gb else None},
+        "warm_compile": bool(opts.warm_compile),
     }
+
+
+def trace_config(opts: RunOptions, run_id: str) -> dict[str, Any] | None:
+    """What the run file says about its traces (None: --trace was off)."""
+    if not opts.trace:
+        return None
+    settings = trace_settings(opts.out_dir, run_id, opts.trace_max_mb)
+    return {"dir": str(settings.root), "max_bytes": settings.max_bytes}
 
 
 ProgressFn = Callable[[str, Case, int, int, Record | None], None]
@@ -366,6 +424,8 @@ def _execute(opts: RunOptions, progress: ProgressFn | None, environment: dict[st
         "max_memory_gb": opts.max_memory_gb,
         "shard": shard_info,
         "gpus": opts.gpus or None,
+        "warm_compile": opts.warm_compile,
+        "trace": trace_config(opts, run_id),
         "interrupted": False,
     }
     run = Run(run_id=run_id, created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -421,13 +481,14 @@ def _run_cases(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
     policy, timeout = run.config["policy"], run.config["timeout_s"]
     isa_cache = default_cache_root() / "isa-probe"
     started = time.monotonic()
+    trace = trace_settings(opts.out_dir, run.run_id, opts.trace_max_mb) if opts.trace else None
 
     def run_one(case: Case, extra_env: dict[str, str] | None = None) -> Record:
         avail = parse_device(case.device).availability()
         if not avail.available:
             return Record.failure(case, "skipped", "Skipped", avail.reason, phase="setup")
         return run_worker(case, make_spec(case, opts, policy, str(isa_cache)), timeout,
-                          python=opts.python or sys.executable, extra_env=extra_env)
+                          python=opts.python or sys.executable, extra_env=extra_env, trace=trace)
 
     journal: Journal | None = None
     pool = None

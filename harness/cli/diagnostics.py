@@ -1,0 +1,34 @@
+"""Options shared by the commands that run workers (run, ab, bisect): --trace and --warm-compile.
+
+They land in `RunOptions` (trace, trace_max_mb, warm_compile), which is how the runner, the A/B
+loop and bisect hand them to `run_worker`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_diagnostic_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trace", action="store_true",
+                   help="write a TORCH_TRACE log per case under OUT/traces/<run_id>/<case>/ and, when tlparse is "
+                        "installed (pip install 'compilebench[trace]'), tlparse's HTML next to it; the report links it")
+    p.add_argument("--trace-max-mb", type=float, metavar="MB",
+                   help="cap each case's trace log at this many MiB (default 64); a cut is noted in the record")
+    p.add_argument("--warm-compile", action="store_true",
+                   help="after each case, compile it again in a fresh process on the populated Inductor cache: "
+                        "the warm compile time and which cache layer hit go into the record")
+
+
+def diagnostic_run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """RunOptions fields from the flags above; a bad combination is a one-line CliError."""
+    from harness.cli.main import CliError
+
+    max_mb = getattr(args, "trace_max_mb", None)
+    if max_mb is not None:
+        if not getattr(args, "trace", False):
+            raise CliError("--trace-max-mb only applies with --trace; add --trace or drop --trace-max-mb")
+        if not max_mb > 0:
+            raise CliError(f"--trace-max-mb {max_mb:g} must be a positive number of MiB, e.g. 64")
+    return {"trace": bool(getattr(args, "trace", False)), "trace_max_mb": max_mb,
+            "warm_compile": bool(getattr(args, "warm_compile", False))}
