@@ -199,3 +199,18 @@ def test_tlparse_html_is_rendered_when_installed(diag_run):
     info = diag_run[0].records[0].metrics["trace"]
     assert info["html"] and Path(info["html"]).name == "index.html" and Path(info["html"]).exists()
     assert "<html" in Path(info["html"]).read_text().lower()
+
+
+def test_bisect_measurements_carry_the_trace_option(tmp_path, monkeypatch):
+    import harness.run.runner as runner
+    from harness.cli.envs import _measurer
+    from harness.run.runner import RunOptions
+
+    seen = []
+    monkeypatch.setattr(runner, "make_spec", lambda *a, **k: {})
+    monkeypatch.setattr(runner, "run_worker", lambda case, spec, timeout, **kw: seen.append(kw) or Record(CASE, "ok"))
+    opts = RunOptions(out_dir=str(tmp_path), trace=True, trace_max_mb=2)
+    measure = _measurer(CASE, opts, {}, 60.0, [SimpleNamespace(name="torch 2.13", python="py", torch="2.13")])
+    measure(0)
+    assert seen[0]["trace"].root == tmp_path.resolve() / "traces" / "bisect-torch_2.13-m01"
+    assert seen[0]["trace"].max_bytes == 2 << 20

@@ -231,7 +231,7 @@ def run_options_from(args: argparse.Namespace):
                       scenarios=_split(args.scenario), compilers=_split(args.compiler), devices=_split(args.device),
                       sizes=_split(args.size), timeout_s=args.timeout, out_dir=args.out, label=args.label,
                       policy=policy, ingest=False)
-    if hasattr(args, "trace"):  # ab has the diagnostic options; noise does not
+    if hasattr(args, "trace"):  # ab and bisect have the diagnostic options; noise and versions do not
         from harness.cli.diagnostics import diagnostic_run_options
 
         for key, value in diagnostic_run_options(args).items():

@@ -63,6 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--markdown", metavar="FILE", help="write the issue markdown here ('-': stdout)")
     p.add_argument("--thresholds", help="TOML file of threshold overrides")
     selection_options(p)
+    from harness.cli.diagnostics import add_diagnostic_options
+
+    add_diagnostic_options(p)  # each measurement's trace: OUT/traces/bisect-<env>-mNN/<case>/
     p.set_defaults(func=cmd_bisect)
 
 
@@ -257,13 +260,19 @@ def _measurer(case, opts, policy: dict[str, Any], timeout: float, envs: Sequence
     through make_spec, as for `run`: options added to RunOptions (e.g. tracing) reach the
     bisect's workers here without touching the search."""
     from harness.run.runner import default_cache_root, make_spec, run_worker
+    from harness.run.traces import case_slug, trace_settings
 
     isa_cache = default_cache_root() / "isa-probe"
     isa_cache.mkdir(parents=True, exist_ok=True)
+    measured = [0]
 
     def measure(index: int):
         env = envs[index]
-        record = run_worker(case, make_spec(case, opts, policy, str(isa_cache)), timeout, python=env.python)
+        measured[0] += 1
+        trace = (trace_settings(opts.out_dir, f"bisect-{case_slug(env.name)}-m{measured[0]:02d}", opts.trace_max_mb)
+                 if opts.trace else None)
+        record = run_worker(case, make_spec(case, opts, policy, str(isa_cache)), timeout, python=env.python,
+                            trace=trace)
         record.worker.update({"env": env.name, "env_torch": env.torch})
         return record
 
