@@ -214,3 +214,27 @@ def test_bisect_measurements_carry_the_trace_option(tmp_path, monkeypatch):
     measure(0)
     assert seen[0]["trace"].root == tmp_path.resolve() / "traces" / "bisect-torch_2.13-m01"
     assert seen[0]["trace"].max_bytes == 2 << 20
+
+
+def test_the_cold_start_table_says_which_layer_hit():
+    from rich.console import Console
+
+    from harness.experiments.lifecycle import coldstart_table
+
+    layers = {"fx_graph": {"hits": 3, "misses": 0, "bypasses": 0, "saved_s": 4.2},
+              "aot_autograd": {"hits": 0, "misses": 2, "bypasses": 1, "bypass_reasons": [{"reason": "no grad"}]}}
+    result = {"config": {"workload": "w", "size": "tiny", "batch_size": 2, "device": "cpu", "dtype": "float32"},
+              "rows": [{"row": "jit_warm", "status": "ok", "ttfr_s": 1.0, "cache_layers": layers}]}
+    console = Console(width=250, record=True)
+    console.print(coldstart_table(result))
+    text = console.export_text()
+    assert "fx 3/3, aot 0/3 (bypass: no grad)" in text and "fx_graph" in text and "4.200" in text
+
+
+def test_bad_trace_options_are_one_line_errors(capsys):
+    from harness.cli.main import main
+
+    assert main(["run", "-w", "mlp-deep", "--trace-max-mb", "8"]) == 2
+    assert "--trace-max-mb only applies with --trace" in capsys.readouterr().err
+    assert main(["run", "-w", "mlp-deep", "--trace", "--trace-max-mb", "0"]) == 2
+    assert "must be a positive number" in capsys.readouterr().err

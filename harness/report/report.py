@@ -96,6 +96,20 @@ def cache_summary(m: dict[str, Any]) -> str:
     return ", ".join(parts) or "-"
 
 
+def graphs_detail(m: dict[str, Any]) -> str:
+    """'3 graphs, ops 6/3/1, 0 frames fell back to eager': what the break count alone hides
+    (more breaks can mean more ops captured)."""
+    ops = [g.get("ops") for g in m.get("ops_per_graph") or [] if isinstance(g, dict)]
+    if not ops:
+        return ""
+    text = f"{len(ops)} graph(s), ops {'/'.join(str(o) for o in ops)}"
+    if isinstance(m.get("calls_captured"), int):
+        text += f", {m['calls_captured']} calls captured"
+    if isinstance(m.get("frames_fell_back"), int):
+        text += f", {m['frames_fell_back']} frame(s) fell back to eager"
+    return text
+
+
 def case_rows(run: Run, base_dir: Path | None = None) -> list[dict[str, Any]]:
     """One dict per record with what the case table shows; sort keys are plain numbers."""
     rows = []
@@ -131,6 +145,7 @@ def case_rows(run: Run, base_dir: Path | None = None) -> list[dict[str, Any]]:
             "trace_notes": [n for n in ((m.get("trace") or {}).get("notes") or [])] if isinstance(m.get("trace"), dict) else [],
             "outside_graphs_s": m.get("outside_graphs_s_per_call"),
             "graph_breaks": m.get("graph_breaks"),
+            "graphs_detail": graphs_detail(m),
             "recompiles": m.get("recompiles"),
             "accuracy": (m.get("accuracy") or {}).get("status") if isinstance(m.get("accuracy"), dict) else None,
         })
