@@ -73,3 +73,22 @@ def gate_deep(ctx):
 
     model, (x,) = deep(ctx)
     return _with_extra_work(model, ctx.batch_size, x.shape[-1], ctx, DEEP_REPEATS)
+
+
+WIDE = (256, 512, 3)  # features, hidden, layers: ~0.4 GFLOP per call, compute-bound on a CPU
+WIDE_REPEATS = 4
+
+
+@workload("gate-mlp-wide", unit="samples", batch_size=64, scenarios=("forward",), sizes=("tiny",),
+          description="compute-bound MLP (256-512-512-256) on 4 stacked batches; compiled path does "
+                      "COMPILEBENCH_GATE_EXTRA_WORK more rows (per-call overhead is noise-free there: the bisect proof)")
+def gate_wide(ctx):
+    from torch import nn
+
+    features, hidden, layers = WIDE
+    blocks: list[nn.Module] = [nn.Linear(features, hidden), nn.GELU()]
+    for _ in range(layers - 2):
+        blocks += [nn.Linear(hidden, hidden), nn.GELU()]
+    blocks.append(nn.Linear(hidden, features))
+    model = nn.Sequential(*blocks).to(ctx.device, ctx.dtype)
+    return _with_extra_work(model, ctx.batch_size, features, ctx, WIDE_REPEATS)

@@ -134,3 +134,11 @@ def test_ab_across_two_envs_names_them(tmp_path, capsys):
 def test_ab_env_and_python_options_do_not_mix(tmp_path, capsys):
     assert main(["ab", "--env", f"a={sys.executable}", "-w", "mlp-classic"]) == 2
     assert "--env twice" in capsys.readouterr().err
+
+
+def test_env_command_create_and_list(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("COMPILEBENCH_ENV_CACHE", str(tmp_path / "cache"))
+    assert main(["env", "create", "--env", f"here={sys.executable}"]) == 0
+    assert "here" in capsys.readouterr().out
+    assert main(["env", "list"]) == 0
+    assert str(tmp_path / "cache") in capsys.readouterr().out.replace("\n", "")

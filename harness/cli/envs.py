@@ -126,7 +126,8 @@ def cmd_env(args: argparse.Namespace) -> int:
 
     console = make_console()
     if args.action == "list":
-        table = Table(title=f"cached environments in {envs_root()}")
+        print(f"env cache: {envs_root()}")
+        table = Table(title="cached environments")
         for col in ("path", "requirements", "created"):
             table.add_column(col)
         for env in cached_envs():
