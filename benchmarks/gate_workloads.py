@@ -11,6 +11,9 @@ results. The output is unchanged (accuracy still passes) while the generated cod
 does about f more model work per call, plus the copy: what a compiler regression looks like
 from outside (same model, same eager baseline, slower compiled code). The slowdown the gate
 actually sees is measured and reported next to f.
+
+`COMPILEBENCH_GATE_WHOLE_WORK=f` does the same extra rows in eager AND compiled: what a
+torch or model change looks like (both paths slower, machine unchanged). The two add up.
 """
 
 from __future__ import annotations
@@ -20,15 +23,16 @@ import os
 from harness import Built, workload
 
 EXTRA_WORK_ENV = "COMPILEBENCH_GATE_EXTRA_WORK"
+WHOLE_WORK_ENV = "COMPILEBENCH_GATE_WHOLE_WORK"
 CLASSIC_REPEATS = 256  # x16 rows: Linear(10, 5) needs many rows before work, not call overhead, dominates
 DEEP_REPEATS = 4
 
 
-def extra_fraction() -> float:
-    raw = os.environ.get(EXTRA_WORK_ENV, "") or "0"
+def extra_fraction(name: str = EXTRA_WORK_ENV) -> float:
+    raw = os.environ.get(name, "") or "0"
     fraction = float(raw)
     if fraction < 0:
-        raise ValueError(f"{EXTRA_WORK_ENV}={raw!r} must be a fraction >= 0")
+        raise ValueError(f"{name}={raw!r} must be a fraction >= 0")
     return fraction
 
 
@@ -37,7 +41,8 @@ def _with_extra_work(model, batch: int, features: int, ctx, repeats: int) -> Bui
     from torch import nn
 
     rows = repeats * batch
-    extra_rows = round(rows * extra_fraction())
+    compiled_rows = round(rows * extra_fraction())
+    whole_rows = round(rows * extra_fraction(WHOLE_WORK_ENV))
 
     class ExtraWork(nn.Module):
         def __init__(self) -> None:
@@ -45,15 +50,16 @@ def _with_extra_work(model, batch: int, features: int, ctx, repeats: int) -> Bui
             self.inner = model
 
         def forward(self, x: torch.Tensor, spare: torch.Tensor) -> torch.Tensor:
-            if extra_rows and torch.compiler.is_compiling():
+            extra_rows = whole_rows + (compiled_rows if torch.compiler.is_compiling() else 0)
+            if extra_rows:
                 # the same layers over rows + extra_rows, then drop the extra rows' results:
                 # more work in the same kernels, output unchanged
-                full = self.inner(torch.cat([x.reshape(rows, features), spare]))
+                full = self.inner(torch.cat([x.reshape(rows, features), spare[:extra_rows]]))
                 return full[:rows].reshape(repeats, batch, -1)
             return self.inner(x)
 
     x = torch.randn(repeats, batch, features, device=ctx.device, dtype=ctx.dtype)
-    spare = torch.randn(max(extra_rows, 1), features, device=ctx.device, dtype=ctx.dtype)
+    spare = torch.randn(max(compiled_rows + whole_rows, 1), features, device=ctx.device, dtype=ctx.dtype)
     return Built(model=ExtraWork().to(ctx.device), args=(x, spare), units_per_call=float(rows))
 
 

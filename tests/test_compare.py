@@ -8,13 +8,16 @@ import numpy as np
 import pytest
 
 from harness.analysis.compare import (
+    DEFAULT_FAIL_ON,
     IMPROVEMENT,
+    MACHINE_DRIFT,
     MISSING,
     NEW,
     NOISY,
     NOW_FAILING,
     NOW_PASSING,
     REGRESSION,
+    SLOWER_EAGER_TOO,
     STILL_FAILING,
     UNCHANGED,
     EnvironmentMismatchError,
@@ -224,18 +227,120 @@ def test_cli_usage_errors_exit_2(tmp_path, capsys, argv, message):
     assert len(err.splitlines()) == 1 and message in err
 
 
-def test_machine_drift_seen_by_eager_is_not_a_latency_regression():
-    """Head's process ran on a machine 40% slower (both eager and compiled): latency is
-    noisy, not a regression, and speedup (paired ratios) is unchanged. A compiled-only
-    slowdown of the same size stays a regression."""
+def test_machine_drift_seen_by_the_probe_is_normalised_out():
+    """Head's process ran on a machine 40% slower (probe, eager and compiled alike): the
+    latency verdict is `machine drift` with the probe's change, and the gate passes. Speedup
+    (paired ratios) is unchanged."""
     rng = np.random.default_rng(8)
     case = synthetic_case(0)
-    base = synthetic_record(case, rng)
-    slow_machine = synthetic_record(case, rng, eager_median=1e-3 * 1.4, compiled_median=5e-4 * 1.4)
+    base = synthetic_record(case, rng, probe_median=1e-4)
+    slow_machine = synthetic_record(case, rng, eager_median=1e-3 * 1.4, compiled_median=5e-4 * 1.4, probe_median=1.4e-4)
     result = compare_case(case.case_id, [base], [slow_machine], _defaults())
-    assert result.eager_change == pytest.approx(0.4, abs=0.05)
-    assert result.metric("latency").verdict == NOISY and "machine drift" in result.metric("latency").note
+    latency = result.metric("latency")
+    assert result.probe_change == pytest.approx(0.4, abs=0.05)
+    assert latency.verdict == MACHINE_DRIFT and "probe +4" in latency.note
+    assert latency.raw_change == pytest.approx(0.4, abs=0.05) and abs(latency.change) < 0.05
     assert result.metric("speedup").verdict == UNCHANGED
-    slower_code = synthetic_record(case, rng, compiled_median=5e-4 * 1.4)
+    assert result.verdict == MACHINE_DRIFT and result.verdict not in DEFAULT_FAIL_ON
+
+
+def test_eager_moving_on_a_steady_machine_is_a_whole_model_regression():
+    """Probe steady, eager and compiled both 40% slower: a real change in torch or the model,
+    `slower (eager too)`, failing by default; whole_model = "warn" keeps it visible but
+    passing. A compiled-only slowdown of the same size stays a plain regression."""
+    rng = np.random.default_rng(9)
+    case = synthetic_case(0)
+    base = synthetic_record(case, rng, probe_median=1e-4)
+    whole = synthetic_record(case, rng, eager_median=1e-3 * 1.4, compiled_median=5e-4 * 1.4, probe_median=1e-4)
+    result = compare_case(case.case_id, [base], [whole], _defaults())
+    assert result.verdict == SLOWER_EAGER_TOO and not result.warn_only
+    assert "machine probe steady" in result.metric("latency").note
+    warn = config_from_dict({"defaults": {"whole_model": "warn"}})
+    cmp = compare_runs([_case_run("b", base)], [_case_run("h", whole)], warn)
+    assert cmp.cases[0].verdict == SLOWER_EAGER_TOO and cmp.cases[0].warn_only and cmp.failing() == []
+    assert any("warn only" in f for f in cmp.cases[0].flags)
+    slower_code = synthetic_record(case, rng, compiled_median=5e-4 * 1.4, probe_median=1e-4)
     result = compare_case(case.case_id, [base], [slower_code], _defaults())
     assert result.metric("latency").verdict == REGRESSION and result.verdict == REGRESSION
+
+
+def test_eager_too_without_a_probe_says_it_cannot_tell_the_machine_from_a_change():
+    rng = np.random.default_rng(10)
+    case = synthetic_case(0)
+    base = synthetic_record(case, rng)
+    both = synthetic_record(case, rng, eager_median=1e-3 * 1.4, compiled_median=5e-4 * 1.4)
+    result = compare_case(case.case_id, [base], [both], _defaults())
+    assert result.verdict == SLOWER_EAGER_TOO and "no machine probe" in result.metric("latency").note
+
+
+def test_per_process_drift_is_normalised_in_ab_compares():
+    """Four processes per side whose machine speed drifts by up to 30% between processes:
+    without the probe a 15% whole-model slowdown drowns (noisy); normalised by each
+    process's probe it is found, and the A/A stays clean."""
+    rng = np.random.default_rng(11)
+    case = synthetic_case(0)
+    drift = [1.0, 1.3, 0.9, 1.2, 1.25, 0.95, 1.1, 1.0]
+
+    def side(factors, slowdown):
+        return [synthetic_record(case, rng, eager_median=1e-3 * f * slowdown, compiled_median=5e-4 * f * slowdown,
+                                 probe_median=1e-4 * f, spread=0.02) for f in factors]
+
+    base, aa, slow = side(drift[:4], 1.0), side(drift[4:], 1.0), side(drift[4:], 1.15)
+    no_probe = config_from_dict({"defaults": {"probe": "off"}}).for_case("")
+    assert compare_case(case.case_id, base, slow, no_probe).metric("latency").verdict in (NOISY, UNCHANGED)
+    found = compare_case(case.case_id, base, slow, _defaults())
+    assert found.verdict == SLOWER_EAGER_TOO and found.metric("latency").change == pytest.approx(0.15, abs=0.03)
+    assert compare_case(case.case_id, base, aa, _defaults()).verdict in (UNCHANGED, MACHINE_DRIFT)
+
+
+def test_cold_compile_time_is_judged_on_cpu_seconds_when_recorded():
+    rng = np.random.default_rng(12)
+    case = synthetic_case(0)
+    base = synthetic_record(case, rng, compile_time=2.0, compile_cpu=1.0)
+    loaded = synthetic_record(case, rng, compile_time=3.0, compile_cpu=1.0)  # waited for a core, same work
+    ct = compare_case(case.case_id, [base], [loaded], _defaults()).metric("compile_time")
+    assert ct.verdict == UNCHANGED and ct.note.startswith("CPU seconds")
+    more_work = synthetic_record(case, rng, compile_time=3.0, compile_cpu=1.5)
+    assert compare_case(case.case_id, [base], [more_work], _defaults()).metric("compile_time").verdict == REGRESSION
+    wall_only = compare_case(case.case_id, [synthetic_record(case, rng)], [synthetic_record(case, rng)], _defaults())
+    assert wall_only.metric("compile_time").note.startswith("wall seconds")
+
+
+@pytest.mark.parametrize("toml,message", [
+    ({"defaults": {"whole_model": "maybe"}}, "not a whole-model policy"),
+    ({"defaults": {"probe": "fast"}}, "not a threshold"),
+])
+def test_attribution_keys_are_validated(toml, message):
+    from harness.analysis.thresholds import ThresholdConfigError
+
+    with pytest.raises(ThresholdConfigError, match=message):
+        config_from_dict(toml)
+
+
+def test_cli_whole_model_flag_makes_eager_too_warn_only(tmp_path, capsys):
+    rng = np.random.default_rng(13)
+    case = synthetic_case(0)
+    base = synthetic_record(case, rng, probe_median=1e-4)
+    whole = synthetic_record(case, rng, eager_median=1.3e-3, compiled_median=5e-4 * 1.3, probe_median=1e-4)
+    save_run(_case_run("b", base), tmp_path / "b.json")
+    save_run(_case_run("h", whole), tmp_path / "h.json")
+    assert main(["compare", str(tmp_path / "b.json"), str(tmp_path / "h.json")]) == 1
+    assert main(["compare", str(tmp_path / "b.json"), str(tmp_path / "h.json"), "--whole-model", "warn"]) == 0
+    out = capsys.readouterr().out
+    assert "slower (eager too)" in out and "warn-only" in out
+
+
+def test_geomeans_only_over_cases_ok_on_both_sides():
+    """A case that fails in head (and one only in base) stays out of the geomean, named."""
+    rng = np.random.default_rng(14)
+    cases = [synthetic_case(i) for i in range(4)]
+    base = [synthetic_record(c, rng) for c in cases[:3]] + [synthetic_record(cases[3], rng)]
+    head = [synthetic_record(cases[0], rng, compiled_median=5e-4 * 1.1), synthetic_record(cases[1], rng),
+            synthetic_record(cases[2], rng, status="fail_run")]
+    cmp = compare_runs([_case_run("b", *base)], [_case_run("h", *head)])
+    g = cmp.geomeans()
+    assert g["cases"] == 2 and g["latency"]["cases"] == 2
+    assert g["latency"]["ratio"] == pytest.approx(1.1 ** 0.5, abs=0.02)
+    assert {e["case_id"]: e["reason"] for e in g["excluded"]} == {
+        cases[2].case_id: "status ok -> fail_run", cases[3].case_id: "missing: not in head"}
+    assert "Excluded 2" in markdown(cmp, cmp.failing())

@@ -175,3 +175,23 @@ def test_cli_dashboard_errors_are_one_line(tmp_path, capsys, argv_tail, needle):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and "\n" not in err
+
+
+def test_group_geomean_is_not_moved_by_an_unrelated_failure():
+    """Night 2: case c (the fastest) fails, a and b hold -> the geomean holds (a plain
+    per-night geomean would drop from 2.0x to 1.41x); night 3: a gets 21% faster -> +10%."""
+    import math
+
+    import pandas as pd
+
+    from harness.report.dashboard import chain_linked_geomean
+
+    rows = []
+    for night, speedups in (("n1", {"a": 1.0, "b": 2.0, "c": 4.0}), ("n2", {"a": 1.0, "b": 2.0, "c": None}),
+                            ("n3", {"a": 1.21, "b": 2.0, "c": None})):
+        for case_id, v in speedups.items():
+            rows.append({"run_id": night, "case_id": case_id, "log_speedup": math.log(v) if v else float("nan")})
+    values, excluded = chain_linked_geomean(pd.DataFrame(rows), ["n1", "n2", "n3"])
+    assert values[0] == pytest.approx(2.0) and values[1] == pytest.approx(2.0)
+    assert values[2] == pytest.approx(2.0 * 1.1)
+    assert excluded == [{"case_id": "c", "reason": "failing this night"}]

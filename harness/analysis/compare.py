@@ -15,6 +15,14 @@ median per process, so the test sees the process-to-process noise itself.
 Speedup is judged on paired per-round ratios eager_i / compiled_i: the worker interleaves
 eager and compiled round by round, so machine drift (a noisy neighbour, clock changes) hits
 both halves of a pair alike and cancels in the ratio.
+
+Latency has two controls. The machine-speed probe (harness/measure/probe.py: fixed kernels
+timed in every worker between the case's rounds) says how fast the machine was in each
+process: when it moved, each process's samples are divided by its probe score, so the
+machine's drift is normalised out and the verdict says so (`machine drift` when nothing is
+left). Eager, in the same processes, says whether the change is the compiled code's alone:
+probe steady (or normalised) and eager moved with latency -> `slower (eager too)`, a real
+change in torch or the model, which fails the gate unless `whole_model = "warn"`.
 """
 
 from __future__ import annotations
@@ -27,16 +35,22 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.thresholds import COUNT_METRICS, ThresholdConfig, Thresholds
+from harness.analysis.thresholds import COUNT_METRICS, WHOLE_MODEL_WARN, ThresholdConfig, Thresholds
+from harness.measure.probe import probe_block, relative_slowness
 from harness.model.schema import Record, Run, RunFileError
 
-# verdicts, worst first (the order of the markdown report)
+# verdicts, worst first (the order of the markdown report); each names what was seen:
+# regression / improvement: the compiled code changed (eager held still);
+# slower / faster (eager too): eager changed with it on a steady (or normalised) machine;
+# machine drift: the change was the machine's (probe), nothing left after normalising;
+# noisy: the spread makes a change of the threshold's size undecidable.
 REGRESSION, NOW_FAILING, MISSING, NOISY = "regression", "now failing", "missing", "noisy"
 IMPROVEMENT, NOW_PASSING, NEW, UNCHANGED = "improvement", "now passing", "new", "unchanged"
 STILL_FAILING, NOT_APPLICABLE = "still failing", "n/a"
-VERDICT_ORDER = (REGRESSION, NOW_FAILING, MISSING, NOISY, IMPROVEMENT, NOW_PASSING, NEW, STILL_FAILING, UNCHANGED,
-                 NOT_APPLICABLE)
-DEFAULT_FAIL_ON = (REGRESSION, NOW_FAILING)
+SLOWER_EAGER_TOO, FASTER_EAGER_TOO, MACHINE_DRIFT = "slower (eager too)", "faster (eager too)", "machine drift"
+VERDICT_ORDER = (REGRESSION, SLOWER_EAGER_TOO, NOW_FAILING, MISSING, NOISY, MACHINE_DRIFT, IMPROVEMENT,
+                 FASTER_EAGER_TOO, NOW_PASSING, NEW, STILL_FAILING, UNCHANGED, NOT_APPLICABLE)
+DEFAULT_FAIL_ON = (REGRESSION, SLOWER_EAGER_TOO, NOW_FAILING)
 # below 4 per side a two-sided U test on process medians cannot reach p < 0.05 (3 vs 3: p >= 0.1)
 MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST = 4
 BOOTSTRAP_RESAMPLES = 1000
@@ -86,6 +100,7 @@ class MetricResult:
     n_head: int = 0
     mdc: float | None = None  # smallest relative change this comparison can detect
     note: str = ""
+    raw_change: float | None = None  # before normalising by the machine probe (None: not normalised)
 
 
 @dataclass
@@ -99,8 +114,11 @@ class CaseResult:
     metrics: list[MetricResult] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
     error: str = ""
-    # eager median change in the same processes: the machine's drift (None: not measurable)
+    # eager median change in the same processes, probe-normalised like latency (None: no eager control)
     eager_change: float | None = None
+    # machine-speed probe change head vs base (+: head's machine slower; None: no probe on both sides)
+    probe_change: float | None = None
+    warn_only: bool = False  # a whole-model change under whole_model = "warn": shown, never failing
 
     def metric(self, name: str) -> MetricResult | None:
         return next((m for m in self.metrics if m.metric == name), None)
@@ -123,12 +141,39 @@ class Comparison:
 
     def failing(self, fail_on: Iterable[str] = DEFAULT_FAIL_ON) -> list[CaseResult]:
         wanted = set(fail_on)
-        return [c for c in self.cases if c.verdict in wanted]
+        return [c for c in self.cases if c.verdict in wanted and not c.warn_only]
+
+    def geomeans(self) -> dict[str, Any]:
+        """Geometric mean of head/base per timing metric, only over cases present and ok on
+        both sides (a case failing or missing on one side says nothing about the others'
+        speed, and must not move the summary), with the excluded cases and why."""
+        included, excluded = [], []
+        for c in self.cases:
+            reason = _exclusion_reason(c)
+            (excluded if reason else included).append((c, reason))
+        out: dict[str, Any] = {"cases": len(included), "excluded": [{"case_id": c.case_id, "reason": r}
+                                                                    for c, r in excluded]}
+        for name in ("latency", "speedup"):
+            ratios = [m.head / m.base for c, _ in included if (m := c.metric(name)) is not None
+                      and isinstance(m.base, float) and isinstance(m.head, float) and m.base > 0 and m.head > 0]
+            out[name] = {"ratio": float(np.exp(np.mean(np.log(ratios)))) if ratios else None, "cases": len(ratios)}
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"base": self.base, "head": self.head, "counts": self.counts(), "mismatches": self.mismatches,
-                "warnings": self.warnings, "thresholds": self.thresholds_source,
+                "warnings": self.warnings, "thresholds": self.thresholds_source, "geomeans": _jsonable(self.geomeans()),
                 "cases": [_jsonable(asdict(c)) for c in self.cases]}
+
+
+def _exclusion_reason(case: CaseResult) -> str:
+    """Why a case stays out of the geomeans ('' when it counts)."""
+    if case.status_base is None:
+        return "new: not in base"
+    if case.status_head is None:
+        return "missing: not in head"
+    if case.status_base != "ok" or case.status_head != "ok":
+        return f"status {case.status_base} -> {case.status_head}"
+    return ""
 
 
 def _jsonable(obj: Any) -> Any:
@@ -427,13 +472,87 @@ def _status(records: list[Record]) -> str:
 Judged = tuple[MetricResult | None, "_Pending | None"]
 
 
-def _metric_result(metric: Metric, base: list[Record], head: list[Record], thresholds: Thresholds) -> Judged:
+@dataclass(frozen=True)
+class _MachineProbe:
+    """Per-process machine slowness of one case (1: as fast as base's average machine),
+    and whether compare divides the case's timings by it."""
+
+    base: list[float]
+    head: list[float]
+    change: float  # geometric mean of head factors / that of base - 1 (+: head's machine slower)
+    normalise: bool
+
+    def factors(self, side: str) -> list[float]:
+        return self.base if side == "base" else self.head
+
+
+def _machine_probe(base: list[Record], head: list[Record], thresholds: Thresholds) -> _MachineProbe | None:
+    """The case's probe, when every process on both sides carries one of the same version.
+    One process per side: normalise only when the probe moved by the `probe` threshold (its
+    own noise would otherwise leak into a steady comparison). Per-process tests normalise
+    always: each process's own drift comes out, and the test still sees what is left."""
+    moved_at = thresholds.get("probe")
+    if moved_at is None and not thresholds.enabled("probe"):
+        return None
+    blocks = [probe_block(_dict(r.metrics)) for r in (*base, *head)]
+    if any(b is None for b in blocks) or len({b.get("version") for b in blocks if b is not None}) != 1:
+        return None
+    factors = relative_slowness(blocks, len(base))  # type: ignore[arg-type]
+    if factors is None:
+        return None
+    bs, hs = factors[:len(base)], factors[len(base):]
+    change = math.exp(float(np.mean(np.log(hs)) - np.mean(np.log(bs)))) - 1.0
+    per_process = min(len(base), len(head)) >= MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST
+    return _MachineProbe(bs, hs, change, per_process or abs(change) >= float(moved_at or 0.0))
+
+
+def _groups(records: list[Record], metric: str, factors: list[float] | None) -> list[np.ndarray]:
+    """Per-process timing samples, divided by each process's probe factor when given."""
+    out = []
+    for i, r in enumerate(records):
+        samples = _timing_samples(r, metric)
+        if samples is not None and samples.size:
+            out.append(samples / factors[i] if factors else samples)
+    return out
+
+
+def _median_change(base: list[np.ndarray], head: list[np.ndarray]) -> float | None:
+    """head/base - 1 of the values the test runs on (per-process medians or pooled samples)."""
+    if not base or not head:
+        return None
+    b, _ = _units(base)
+    h, _ = _units(head)
+    bmed, hmed = float(np.median(b)), float(np.median(h))
+    return hmed / bmed - 1.0 if bmed > 0 else None
+
+
+def _latency_result(metric: Metric, base: list[Record], head: list[Record], thresholds: Thresholds,
+                    probe: _MachineProbe | None) -> Judged:
+    """Latency on probe-normalised samples when the machine moved; the raw change is kept."""
+    if probe is None or not probe.normalise:
+        bg, hg = _groups(base, metric.name, None), _groups(head, metric.name, None)
+        return _timing_result(metric, bg, hg, thresholds) if bg and hg else (None, None)
+    bg, hg = _groups(base, metric.name, probe.factors("base")), _groups(head, metric.name, probe.factors("head"))
+    if not bg or not hg or len(bg) != len(base) or len(hg) != len(head):
+        return None, None
+    result, pending = _timing_result(metric, bg, hg, thresholds)
+    result.raw_change = _median_change(_groups(base, metric.name, None), _groups(head, metric.name, None))
+    result.note = f"{result.note}; normalised by the machine probe ({probe.change:+.1%})"
+    return result, pending
+
+
+def _metric_result(metric: Metric, base: list[Record], head: list[Record], thresholds: Thresholds,
+                   probe: _MachineProbe | None = None) -> Judged:
+    if metric.name == "latency":
+        return _latency_result(metric, base, head, thresholds, probe)
     if metric.kind == "timing":
         bg = [s for s in (_timing_samples(r, metric.name) for r in base) if s is not None and s.size]
         hg = [s for s in (_timing_samples(r, metric.name) for r in head) if s is not None and s.size]
         return _timing_result(metric, bg, hg, thresholds) if bg and hg else (None, None)
     if metric.kind == "exact":
         return _accuracy_result(base, head), None
+    if metric.name == "compile_time":
+        return _compile_time_result(metric, base, head, thresholds)
     bv = [v for v in (_scalar(r, metric.name) for r in base) if v is not None]
     hv = [v for v in (_scalar(r, metric.name) for r in head) if v is not None]
     if not bv or not hv:
@@ -441,6 +560,32 @@ def _metric_result(metric: Metric, base: list[Record], head: list[Record], thres
     if metric.name in COUNT_METRICS:
         return _count_result(metric, bv, hv, thresholds), None
     return _scalar_result(metric, bv, hv, thresholds)
+
+
+def _compile_time_result(metric: Metric, base: list[Record], head: list[Record], thresholds: Thresholds) -> Judged:
+    """Cold compile time, on the compile's CPU seconds when every process recorded them:
+    on a shared machine wall time also counts the waits for a core (docs/GATING.md, "Cold
+    compile time", has the A/A spreads of both), CPU seconds count the compile's work."""
+    cpu_b = [_cpu_compile(r) for r in base]
+    cpu_h = [_cpu_compile(r) for r in head]
+    if all(v is not None for v in cpu_b + cpu_h) and cpu_b and cpu_h:
+        result, pending = _scalar_result(metric, cpu_b, cpu_h, thresholds)  # type: ignore[arg-type]
+        result.note = f"CPU seconds of the compile; {result.note}"
+        return result, pending
+    bv = [v for v in (_scalar(r, metric.name) for r in base) if v is not None]
+    hv = [v for v in (_scalar(r, metric.name) for r in head) if v is not None]
+    if not bv or not hv:
+        return None, None
+    result, pending = _scalar_result(metric, bv, hv, thresholds)
+    result.note = f"wall seconds; {result.note}"
+    return result, pending
+
+
+def _cpu_compile(record: Record) -> float | None:
+    value = _dict(record.metrics).get("compile_cpu_s")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        return None
+    return float(value)
 
 
 def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds: Thresholds,
@@ -464,52 +609,72 @@ def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds
         return result, []
     if result.status_head != "ok":  # status gating switched off: nothing to measure
         return result, []
+    probe = _machine_probe(base, head, thresholds)
+    result.probe_change = probe.change if probe else None
     pending = []
     for name in metrics or METRICS:
         if not thresholds.enabled(name):
             continue
-        mr, p = _metric_result(METRICS[name], base, head, thresholds)
+        mr, p = _metric_result(METRICS[name], base, head, thresholds, probe)
         if mr is not None:
             result.metrics.append(mr)
         if p is not None:
             pending.append(p)
-    result.eager_change = _eager_drift(base, head)
+    result.eager_change = _eager_change(base, head, probe)
     return result, pending
 
 
-def _eager_drift(base: list[Record], head: list[Record]) -> float | None:
-    """How much the eager baseline moved between the base and head processes. Eager runs
-    the same code on both sides of a compiler A/B, so this is the machine, not the change
-    under test. Only for one-process-per-side compares of compiled cases (with more
-    processes the per-process test carries the between-process noise itself)."""
-    if min(len(base), len(head)) >= MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST:
-        return None
+def _eager_change(base: list[Record], head: list[Record], probe: _MachineProbe | None) -> float | None:
+    """How much eager moved between base and head, measured like latency (same processes,
+    same probe normalisation). Only for compiled cases: there eager is the control that
+    tells a compiled-only change from a whole-model one."""
     if not all(_samples(r.compiled).size for r in base + head):
         return None
-    b = np.concatenate([_samples(r.eager) for r in base])
-    h = np.concatenate([_samples(r.eager) for r in head])
-    if b.size < 2 or h.size < 2:
+    factors = (probe.factors("base"), probe.factors("head")) if probe and probe.normalise else (None, None)
+    b = [s / factors[0][i] if factors[0] else s for i, s in enumerate(_samples(r.eager) for r in base)]
+    h = [s / factors[1][i] if factors[1] else s for i, s in enumerate(_samples(r.eager) for r in head)]
+    if any(x.size < 2 for x in b + h):
         return None
-    return float(np.median(h) / np.median(b) - 1.0)
+    return _median_change(b, h)
 
 
-def _discount_drift(result: CaseResult) -> None:
-    """A latency verdict whose size the in-process eager control matched (same direction, at
-    least half as large) is machine drift: noisy, not a regression. Speedup, judged on the
-    paired ratios, still sees a change that is the compiled code's alone."""
-    drift, latency = result.eager_change, result.metric("latency")
-    if drift is None or latency is None or latency.change is None or latency.verdict not in (REGRESSION, IMPROVEMENT):
+def _attribute_latency(result: CaseResult, probe_steady: bool) -> None:
+    """Name what moved. A latency verdict whose size eager matched (same direction, at least
+    half as large) is a whole-model change: `slower (eager too)` / `faster (eager too)`. A
+    latency change beyond the threshold that the probe normalised away is `machine drift`."""
+    latency, eager = result.metric("latency"), result.eager_change
+    if latency is None or latency.change is None:
         return
-    if drift * latency.change > 0 and abs(drift) >= DRIFT_SHARE * abs(latency.change):
-        latency.verdict = NOISY
-        latency.note = (f"{latency.note}; eager moved {drift:+.1%} in the same processes: machine drift, "
-                        "not the compiled code")
+    if latency.raw_change is not None and latency.verdict in (UNCHANGED, NOISY) and latency.threshold is not None \
+            and abs(latency.raw_change) >= float(latency.threshold) and result.probe_change is not None:
+        latency.verdict = MACHINE_DRIFT
+        said = (f"machine drift: probe {result.probe_change:+.1%}, latency {latency.raw_change:+.1%} before "
+                f"normalising, {latency.change:+.1%} after")
+        latency.note = f"{latency.note}; {said}"
+        result.flags.append(f"latency: {said}")
+        return
+    if latency.verdict not in (REGRESSION, IMPROVEMENT) or eager is None:
+        return
+    if eager * latency.change > 0 and abs(eager) >= DRIFT_SHARE * abs(latency.change):
+        latency.verdict = SLOWER_EAGER_TOO if latency.verdict == REGRESSION else FASTER_EAGER_TOO
+        if result.probe_change is None:
+            seen = "no machine probe in these runs: machine drift or a real change in torch or the model"
+        elif probe_steady:
+            seen = f"machine probe steady ({result.probe_change:+.1%}): a real change in torch or the model"
+        else:
+            seen = f"after normalising machine drift (probe {result.probe_change:+.1%}): a real change in torch or the model"
+        latency.note = f"{latency.note}; eager moved {eager:+.1%} too, {seen}"
+        result.flags.append(f"latency {latency.change:+.1%}: eager moved {eager:+.1%} too, {seen}")
 
 
-def _finish_case(result: CaseResult) -> None:
-    _discount_drift(result)
+def _finish_case(result: CaseResult, thresholds: Thresholds | None = None) -> None:
+    latency = result.metric("latency")
+    _attribute_latency(result, probe_steady=latency is None or latency.raw_change is None)
     if result.metrics:
         result.verdict = _worst([m.verdict for m in result.metrics]) or UNCHANGED
+    if result.verdict == SLOWER_EAGER_TOO and thresholds is not None and thresholds.whole_model == WHOLE_MODEL_WARN:
+        result.warn_only = True
+        result.flags.append("whole-model change (eager too): warn only (whole_model = \"warn\"), the gate does not fail on it")
 
 
 def compare_case(case_id: str, base: list[Record], head: list[Record], thresholds: Thresholds,
@@ -517,7 +682,7 @@ def compare_case(case_id: str, base: list[Record], head: list[Record], threshold
     """Verdicts for one case from its base and head records (one record per process)."""
     result, pending = _judge_case(case_id, base, head, thresholds, metrics)
     _resolve(pending)
-    _finish_case(result)
+    _finish_case(result, thresholds)
     return result
 
 
@@ -591,16 +756,17 @@ def compare_runs(base: Sequence[Run], head: Sequence[Run], config: ThresholdConf
         warnings.append("COMPARING ACROSS DIFFERENT ENVIRONMENTS: " + "; ".join(mismatches))
     bmap, hmap = group_records(base), group_records(head)
     ids = sorted(set(bmap) | set(hmap))
-    cases, pending = [], []
+    cases, pending, case_thresholds = [], [], []
     for case_id in ids:
         ref = (hmap.get(case_id) or bmap[case_id])[0].case
         thresholds = config.for_case(case_id, ref.workload, ref.suite)
         result, waiting = _judge_case(case_id, bmap.get(case_id, []), hmap.get(case_id, []), thresholds, metrics)
         cases.append(result)
+        case_thresholds.append(thresholds)
         pending.extend(waiting)
     _resolve(pending)
-    for result in cases:
-        _finish_case(result)
+    for result, thresholds in zip(cases, case_thresholds, strict=True):
+        _finish_case(result, thresholds)
         _flag_noise(result, noise or {})
     cases.sort(key=lambda c: (VERDICT_ORDER.index(c.verdict), c.case_id))
     return Comparison(describe_side(base), describe_side(head), cases, mismatches, warnings, config.source)

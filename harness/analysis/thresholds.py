@@ -23,6 +23,12 @@ Overrides come from a TOML file, most specific first: `[case."<case_id>"]`, then
     [case."mlp-deep/forward/inductor/cpu/float32/bs64/tiny"]
     graph_breaks = 2        # counts: the increase allowed before it is a regression
 
+Two keys are about attribution, not size (docs/GATING.md, "Machine drift and whole-model
+changes"): `probe = "3%"` is how far the machine-speed probe must move before a one-process
+compare normalises latency by it ("off": never use the probe), and `whole_model = "warn"`
+makes `slower (eager too)` verdicts warn-only, for gates that judge the compiler alone
+(default "fail": a torch or model change that slows eager too is a real regression).
+
 A malformed file is refused with one line naming the file and the key (exit 2).
 """
 
@@ -55,6 +61,11 @@ COUNT_METRICS: dict[str, int] = {"graph_breaks": 0, "recompiles": 0}
 # gated exactly, no threshold to tune (listed so a config can switch them off)
 EXACT_METRICS = ("status", "accuracy")
 DEFAULT_ALPHA = 0.05
+# the probe must move this much before a one-process-per-side compare normalises by it:
+# below, its own process-to-process spread (about 1-2% here) would leak into steady compares
+DEFAULT_PROBE_MOVED = 0.03
+WHOLE_MODEL_FAIL, WHOLE_MODEL_WARN = "fail", "warn"
+SETTINGS = ("alpha", "whole_model")  # per-layer settings that are not metric thresholds
 SECTIONS = ("defaults", "suite", "workload", "case")
 OFF = None  # a metric switched off
 
@@ -69,6 +80,7 @@ class Thresholds:
 
     values: Mapping[str, float | int | None]
     alpha: float = DEFAULT_ALPHA
+    whole_model: str = WHOLE_MODEL_FAIL  # "warn": slower (eager too) does not fail the gate
 
     def get(self, metric: str) -> float | int | None:
         return self.values.get(metric)
@@ -80,6 +92,7 @@ class Thresholds:
 def default_values() -> dict[str, float | int | None]:
     values: dict[str, float | int | None] = {**RELATIVE_METRICS, **COUNT_METRICS}
     values.update({m: 0 for m in EXACT_METRICS})
+    values["probe"] = DEFAULT_PROBE_MOVED
     return values
 
 
@@ -94,28 +107,31 @@ class ThresholdConfig:
     cases: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: str = "<defaults>"
     explicit_defaults: set[str] = field(default_factory=set)  # metrics the [defaults] table set itself
+    whole_model: str = WHOLE_MODEL_FAIL
+    whole_model_override: str | None = None  # --whole-model: beats every layer of the file
 
     def for_case(self, case_id: str, workload: str = "", suite: str = "") -> Thresholds:
         values = dict(self.defaults)
-        alpha = self.alpha
+        alpha, whole_model = self.alpha, self.whole_model
         layers = [self.suites.get(str(suite)), self.workloads.get(str(workload)), self.cases.get(str(case_id))]
         explicit = set(self.explicit_defaults)
         for layer in layers:
             if layer:
                 alpha = layer.get("alpha", alpha)
-                values.update({k: v for k, v in layer.items() if k != "alpha"})
+                whole_model = layer.get("whole_model", whole_model)
+                values.update({k: v for k, v in layer.items() if k not in SETTINGS})
                 explicit.update(layer)
         for metric, source in FALLBACKS.items():
             if metric not in explicit:
                 values[metric] = values.get(source)
-        return Thresholds(values, alpha)
+        return Thresholds(values, alpha, self.whole_model_override or whole_model)
 
 
 def parse_value(metric: str, raw: Any, where: str) -> float | int | None:
     """One threshold value -> fraction (relative metrics), count, or None (off)."""
     if raw is False or (isinstance(raw, str) and raw.strip().lower() == "off"):
         return OFF
-    if metric in RELATIVE_METRICS:
+    if metric in RELATIVE_METRICS or metric == "probe":
         return _fraction(raw, where)
     if metric in COUNT_METRICS:
         if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
@@ -148,8 +164,15 @@ def _alpha(raw: Any, where: str) -> float:
     return float(raw)
 
 
+def whole_model_policy(raw: Any, where: str) -> str:
+    """'fail' or 'warn' (what a whole-model change does to the gate)."""
+    if raw in (WHOLE_MODEL_FAIL, WHOLE_MODEL_WARN):
+        return str(raw)
+    raise ThresholdConfigError(f"{where}: {raw!r} is not a whole-model policy; use \"fail\" (default) or \"warn\"")
+
+
 def known_keys() -> list[str]:
-    return [*RELATIVE_METRICS, *COUNT_METRICS, *EXACT_METRICS, "alpha"]
+    return [*RELATIVE_METRICS, *COUNT_METRICS, *EXACT_METRICS, "probe", *SETTINGS]
 
 
 def _parse_table(table: Any, where: str) -> dict[str, Any]:
@@ -159,6 +182,8 @@ def _parse_table(table: Any, where: str) -> dict[str, Any]:
     for key, raw in table.items():
         if key == "alpha":
             out["alpha"] = _alpha(raw, f"{where}.alpha")
+        elif key == "whole_model":
+            out["whole_model"] = whole_model_policy(raw, f"{where}.whole_model")
         else:
             out[key] = parse_value(key, raw, f"{where}.{key}")
     return out
@@ -187,6 +212,7 @@ def config_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Thresho
     config = ThresholdConfig(source=source)
     defaults = _parse_table(data.get("defaults", {}), f"{source}: defaults")
     config.alpha = defaults.pop("alpha", config.alpha)
+    config.whole_model = defaults.pop("whole_model", config.whole_model)
     config.defaults.update(defaults)
     config.explicit_defaults = set(defaults)
     for section, target in (("suite", config.suites), ("workload", config.workloads), ("case", config.cases)):

@@ -95,6 +95,10 @@ def _compare_options(p: argparse.ArgumentParser, fail_on: Sequence[str], with_ou
                    help=f"verdicts that fail (exit 1), comma list of: {', '.join(VERDICT_ORDER)}")
     p.add_argument("--allow-mismatch", action="store_true",
                    help="compare even when hardware or compiler versions differ (warns loudly)")
+    p.add_argument("--whole-model", choices=("fail", "warn"), default=None,
+                   help="what a whole-model change does: `slower (eager too)`, eager slowed with the compiled "
+                        "code on a steady machine (a torch or model change). fail (default) or warn, for gates "
+                        "that judge the compiler alone; beats the thresholds file's whole_model key")
     p.add_argument("--noise", help="noise JSON from `compilebench noise`: flag cases too noisy to judge")
     p.add_argument("--markdown", metavar="FILE", help="write GitHub markdown here ('-': stdout; "
                    "e.g. $GITHUB_STEP_SUMMARY)")
@@ -178,7 +182,7 @@ def render(cmp: Comparison, args: argparse.Namespace, versions: str = "") -> int
     names the builds on each side in the summary and the markdown title."""
     from rich.console import Console
 
-    from harness.report.gate_output import headline, json_text, markdown, terminal_table
+    from harness.report.gate_output import geomean_line, headline, json_text, markdown, terminal_table
 
     fail_on = _fail_on(args.fail_on)
     failing = cmp.failing(fail_on)
@@ -188,9 +192,10 @@ def render(cmp: Comparison, args: argparse.Namespace, versions: str = "") -> int
     console.print(terminal_table(cmp, show_all=args.all))
     for case in cmp.cases:
         for flag in case.flags:
-            console.print(f"too noisy to judge: {case.case_id}: {flag}", style="yellow", highlight=False, markup=False)
+            console.print(f"{case.case_id}: {flag}", style="yellow", highlight=False, markup=False)
     if versions:
         console.print(f"versions: {versions}", style="bold", highlight=False, markup=False)
+    console.print(geomean_line(cmp), highlight=False, markup=False)
     console.print(headline(cmp, failing), style="bold red" if failing else "bold green", highlight=False)
     if args.markdown:
         title = f"compilebench {args.command}" + (f": {versions}" if versions else "")
@@ -205,6 +210,7 @@ def _compare(base: list[Run], head: list[Run], args: argparse.Namespace, ignore_
     from harness.analysis.thresholds import load_thresholds
 
     config = load_thresholds(args.thresholds)
+    config.whole_model_override = getattr(args, "whole_model", None)
     noise = load_noise_table(args.noise) if args.noise else None
     _fail_on(args.fail_on)  # validate before any work
     return compare_runs(base, head, config, metrics=_metrics(args.metric), allow_mismatch=args.allow_mismatch,

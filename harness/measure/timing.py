@@ -81,9 +81,11 @@ def measure_interleaved(
     policy: StopPolicy = StopPolicy(),
     clock: Clock = time.perf_counter_ns,
     inner: dict[str, int] | None = None,
+    after_round: Callable[[float], None] | None = None,
 ) -> dict[str, list[float]]:
     """Return raw per-call seconds per variant. Order alternates every round (ABBA...) so
-    neither variant always runs right after the other."""
+    neither variant always runs right after the other. `after_round(seconds timed in the
+    round)` runs between rounds, outside every timed region (the machine-speed probe)."""
     names = list(variants)
     for name in names:
         for _ in range(policy.warmup):
@@ -95,11 +97,15 @@ def measure_interleaved(
     round_no = 0
     while True:
         order = names if round_no % 2 == 0 else names[::-1]
+        round_s = 0.0
         for name in order:
             seconds = timer(variants[name], inner[name])
             samples[name].append(seconds)
-            timed_total += seconds * inner[name]
+            round_s += seconds * inner[name]
+        timed_total += round_s
         round_no += 1
+        if after_round is not None:
+            after_round(round_s)
         n = min(len(s) for s in samples.values())
         elapsed = (clock() - started) / 1e9
         if n >= policy.max_samples or elapsed >= policy.max_time_s:
@@ -107,6 +113,16 @@ def measure_interleaved(
         if n >= policy.min_samples and timed_total >= policy.min_time_s:
             break
     return samples
+
+
+def process_cpu_s() -> float:
+    """CPU seconds of this process plus its waited-for children (Inductor's C++ compiler
+    runs are children): the compile's work, which a neighbour stealing the core does not
+    inflate the way it inflates wall time."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def timer_overhead_s(timer: Callable[[Callable[[], Any], int], float], n: int = 10_000) -> float:

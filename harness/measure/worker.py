@@ -30,7 +30,9 @@ from harness.measure.timing import (
     StopPolicy,
     calibrate_inner,
     measure_interleaved,
+    process_cpu_s,
 )
+from harness.measure.probe import DEFAULT_BUDGET, PROBE_KEY, ProbeSchedule, make_probe
 from harness.model.schema import Case, Record, error_info, write_json_atomic
 
 # phases whose exceptions mean "the compiler failed" rather than "the model failed"
@@ -295,7 +297,10 @@ def compile_first_call(state: CaseState) -> None:
     prepared = state.prepared
     state.observer = CompileObserver().start()
     compile_memory = CompileMemoryProbe(state.device).start()  # host peak RSS of the compile, next to the device's
+    cpu_before = process_cpu_s()
     out, state.compiled_first_s = timed_first_call(prepared.compiled, state.device.synchronize, state.clock)
+    # CPU seconds: the compile's work, which waiting for a busy core does not inflate (docs/GATING.md)
+    state.record.metrics["compile_cpu_s"] = process_cpu_s() - cpu_before
     state.record.metrics.update(compile_memory.stop())
     state.out_compiled = _accuracy_output(prepared, "compiled", out)
     state.first_snapshot = state.observer.snapshot()
@@ -313,7 +318,8 @@ def accuracy(state: CaseState) -> None:
 
 
 def measure(state: CaseState) -> None:
-    """Warm-up, then interleaved timed rounds of every variant (raw samples kept)."""
+    """Warm-up, then interleaved timed rounds of every variant (raw samples kept), with the
+    machine-speed probe sampled between rounds (harness/measure/probe.py)."""
     device, policy = state.device, state.policy
     timer: Callable[[Callable[[], Any], int], float]
     if device.has_events:
@@ -325,7 +331,27 @@ def measure(state: CaseState) -> None:
             fn()
     state.warm_snapshot = state.observer.snapshot() if state.observer else None
     state.inner = {name: calibrate_inner(timer, fn, policy.target_sample_s) for name, fn in state.variants.items()}
-    state.samples = measure_interleaved(state.variants, timer, replace(policy, warmup=0), state.clock, state.inner)
+    probe = _start_probe(state.spec, device, timer, state.clock)
+    state.samples = measure_interleaved(state.variants, timer, replace(policy, warmup=0), state.clock, state.inner,
+                                        after_round=probe.after_round if isinstance(probe, ProbeSchedule) else None)
+    if isinstance(probe, ProbeSchedule):
+        state.record.metrics[PROBE_KEY] = probe.probe.to_dict(probe.timed_s)
+    elif probe:
+        state.record.metrics[PROBE_KEY] = {"error": probe}
+
+
+def _start_probe(spec: dict[str, Any], device: Any, timer: Any, clock: Clock) -> ProbeSchedule | str | None:
+    """The machine-speed probe's schedule, kernels warmed up; None when switched off (spec
+    "probe": false); "Type: message" when it could not start: the case still runs, and
+    compare has no probe for it."""
+    if not spec.get("probe", True):
+        return None
+    try:
+        probe = make_probe(device.type, device.torch_name, timer, clock)
+        probe.warm_up()
+    except Exception as exc:  # noqa: BLE001 - a probe failure is data, not a case failure
+        return f"{type(exc).__name__}: {exc}"[:500]
+    return ProbeSchedule(probe, budget=float(spec.get("probe_budget", DEFAULT_BUDGET)))
 
 
 def memory(state: CaseState) -> None:

@@ -1,7 +1,9 @@
 """Nightly dashboard: a static site over the history store (no server, no CDN, works from file://).
 
 Layout of the output folder:
-  index.html          per device x compiler x suite: geomean speedup, pass rate, cold compile
+  index.html          per device x compiler x suite: geomean speedup (chain-linked over cases
+                      passing on both nights of each step, so an unrelated failure cannot move
+                      it; the latest step's excluded cases are listed), pass rate, cold compile
                       time and memory compression over the nights, filters, workload list
   regressions.html    open regressions (series whose latest nights keep violating), first bad night
   workloads/<w>.html  drill-down: every metric of every case of one workload over time
@@ -220,17 +222,59 @@ def _group_series(df, run_index: dict[str, int]) -> list[dict[str, Any]]:
     agg = df.groupby(["device", "compiler", "suite", "run_id"], sort=True).agg(
         log_speedup=("log_speedup", "mean"), pass_rate=("is_ok", "mean"), mean_compile_s=("ok_compile", "mean"),
         log_compression=("log_compression", "mean"), cases=("case_id", "count"))
-    agg["geomean_speedup"] = np.exp(agg["log_speedup"])
     agg["compression"] = np.exp(agg["log_compression"])
+    cases = df[["device", "compiler", "suite", "run_id", "case_id", "log_speedup"]]
+    case_groups = dict(iter(cases.groupby(["device", "compiler", "suite"], sort=True)))
     out = []
     for (device, compiler, suite), g in agg.groupby(level=[0, 1, 2], sort=True):
         g = g.reset_index().assign(ix=lambda x: x["run_id"].map(run_index)).sort_values("ix")
+        chained, excluded = chain_linked_geomean(case_groups[(device, compiler, suite)], g["run_id"].tolist())
+        g["geomean_speedup"] = chained
         series = {"device": device, "compiler": compiler, "suite": suite, "x": g["ix"].tolist(),
-                  "cases": int(g["cases"].iloc[-1]), "metrics": {}}
+                  "cases": int(g["cases"].iloc[-1]), "metrics": {}, "geomean_excluded": excluded}
         for spec in GROUP_METRICS:
             series["metrics"][spec.name] = [_clean(v) for v in g[spec.name]]
         out.append(series)
     return out
+
+
+def chain_linked_geomean(cases, run_ids: list[str]) -> tuple[list[float | None], list[dict[str, str]]]:
+    """Geomean speedup per night that a failing or missing case cannot move: the first
+    night's geomean over its passing cases, then each night the previous value times the
+    geomean of speedup_night / speedup_previous over the cases passing on BOTH nights. A
+    plain per-night geomean jumps when an unrelated model fails (its speedup leaves the
+    mean); this one moves only when cases that ran on both nights got faster or slower.
+    Also returns the latest step's excluded cases, with why (`cases`: case_id, run_id,
+    log_speedup; NaN where the case did not pass)."""
+    by_run = {rid: g.dropna(subset=["log_speedup"]).set_index("case_id")["log_speedup"]
+              for rid, g in cases.groupby("run_id")}
+    present = {rid: set(g["case_id"]) for rid, g in cases.groupby("run_id")}
+    values: list[float | None] = []
+    excluded: list[dict[str, str]] = []
+    for i, rid in enumerate(run_ids):
+        now = by_run.get(rid, cases.iloc[:0].set_index("case_id")["log_speedup"])
+        prev_value = values[-1] if values else None
+        if i == 0 or prev_value is None:
+            values.append(float(np.exp(now.mean())) if len(now) else None)
+            continue
+        before = by_run.get(run_ids[i - 1], now.iloc[:0])
+        common = now.index.intersection(before.index)
+        values.append(float(prev_value * np.exp((now[common] - before[common]).mean())) if len(common) else
+                      (float(np.exp(now.mean())) if len(now) else None))
+        if i == len(run_ids) - 1:
+            seen = present.get(rid, set()) | present.get(run_ids[i - 1], set())
+            excluded = [{"case_id": c, "reason": _why_excluded(c, now, before, present.get(rid, set()),
+                                                               present.get(run_ids[i - 1], set()))}
+                        for c in sorted(seen - set(common))]
+    return values, excluded
+
+
+def _why_excluded(case_id: str, now, before, in_now: set[str], in_before: set[str]) -> str:
+    if case_id not in in_before:
+        return "new this night"
+    if case_id not in in_now:
+        return "not run this night"
+    return "failing this night" if case_id not in now.index else "failing the night before"
 
 
 def _case_series(df, run_index: dict[str, int]) -> dict[str, list[dict[str, Any]]]:

@@ -14,23 +14,27 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.analysis.compare import (
+    FASTER_EAGER_TOO,
     IMPROVEMENT,
+    MACHINE_DRIFT,
     MISSING,
     NOISY,
     NOW_FAILING,
     NOW_PASSING,
     REGRESSION,
+    SLOWER_EAGER_TOO,
     CaseResult,
     Comparison,
     MetricResult,
 )
 from harness.report.display import fmt_bytes, fmt_seconds
 
-ATTENTION = (REGRESSION, NOW_FAILING, MISSING, NOISY)
-STYLE = {REGRESSION: "bold red", NOW_FAILING: "bold red", MISSING: "yellow", NOISY: "yellow",
-         IMPROVEMENT: "green", NOW_PASSING: "green"}
-EMOJI = {REGRESSION: ":red_circle:", NOW_FAILING: ":x:", MISSING: ":warning:", NOISY: ":grey_question:",
-         IMPROVEMENT: ":green_circle:", NOW_PASSING: ":white_check_mark:"}
+ATTENTION = (REGRESSION, SLOWER_EAGER_TOO, NOW_FAILING, MISSING, NOISY)
+STYLE = {REGRESSION: "bold red", SLOWER_EAGER_TOO: "bold red", NOW_FAILING: "bold red", MISSING: "yellow",
+         NOISY: "yellow", MACHINE_DRIFT: "cyan", IMPROVEMENT: "green", FASTER_EAGER_TOO: "green", NOW_PASSING: "green"}
+EMOJI = {REGRESSION: ":red_circle:", SLOWER_EAGER_TOO: ":orange_circle:", NOW_FAILING: ":x:", MISSING: ":warning:",
+         NOISY: ":grey_question:", MACHINE_DRIFT: ":thermometer:", IMPROVEMENT: ":green_circle:",
+         FASTER_EAGER_TOO: ":green_circle:", NOW_PASSING: ":white_check_mark:"}
 
 
 def fmt_value(metric: str, value: Any) -> str:
@@ -80,8 +84,28 @@ def _status_note(case: CaseResult) -> str:
 
 def headline(cmp: Comparison, failing: list[CaseResult]) -> str:
     counts = ", ".join(f"{n} {v}" for v, n in cmp.counts().items())
+    warned = sum(1 for c in cmp.cases if c.warn_only)
     state = f"FAIL: {len(failing)} case(s) regressed or broke" if failing else "PASS: no regression"
+    if warned:
+        state += f" ({warned} whole-model change(s) warn-only)"
     return f"{state} ({len(cmp.cases)} cases: {counts})"
+
+
+def geomean_line(cmp: Comparison, max_listed: int = 10) -> str:
+    """The geomean summary: over cases present and ok on both sides only, excluded named."""
+    g = cmp.geomeans()
+    parts = [f"{name} {_ratio_text(g[name]['ratio'])}" for name in ("latency", "speedup") if g[name]["ratio"] is not None]
+    text = f"geomean head/base over the {g['cases']} case(s) present and passing on both sides: " + (
+        ", ".join(parts) if parts else "no timing to summarise")
+    if g["excluded"]:
+        listed = "; ".join(f"{e['case_id']} ({e['reason']})" for e in g["excluded"][:max_listed])
+        more = f"; and {len(g['excluded']) - max_listed} more" if len(g["excluded"]) > max_listed else ""
+        text += f". Excluded {len(g['excluded'])}: {listed}{more}"
+    return text
+
+
+def _ratio_text(ratio: float) -> str:
+    return f"x{ratio:.3f} ({ratio - 1:+.1%})"
 
 
 def _interesting_metrics(case: CaseResult) -> list[MetricResult]:
@@ -143,7 +167,7 @@ def markdown(cmp: Comparison, failing: list[CaseResult], title: str = "compilebe
     lines.append(f"base: `{', '.join(cmp.base['run_ids'])}` (torch {cmp.base.get('torch')}) · "
                  f"head: `{', '.join(cmp.head['run_ids'])}` (torch {cmp.head.get('torch')}) · "
                  f"thresholds: `{cmp.thresholds_source}`")
-    lines.append("")
+    lines += ["", _md_escape(geomean_line(cmp)), ""]
     for warning in cmp.warnings:
         lines += [f"> [!WARNING]\n> {_md_escape(warning)}", ""]
     attention = [c for c in cmp.cases if c.verdict in ATTENTION]
@@ -159,7 +183,10 @@ def markdown(cmp: Comparison, failing: list[CaseResult], title: str = "compilebe
         lines += [f"<details><summary>All other cases ({len(rest)})</summary>", "",
                   *_md_rows(rest, all_metrics=True), "", "</details>", ""]
     lines.append("Verdicts need a significant Mann-Whitney U test, a bootstrap CI of head/base that excludes 1, "
-                 "and a change beyond the threshold. `noisy`: the spread is too high to judge at this threshold.")
+                 "and a change beyond the threshold. `regression`: the compiled code changed, eager did not. "
+                 "`slower (eager too)`: eager changed with it on a steady machine (torch or the model). "
+                 "`machine drift`: the machine-speed probe moved and nothing is left after normalising. "
+                 "`noisy`: the spread is too high to decide a change of the threshold's size.")
     return "\n".join(lines) + "\n"
 
 
@@ -170,4 +197,5 @@ def json_text(cmp: Comparison, failing: list[CaseResult], fail_on: tuple[str, ..
     data["fail_on"] = list(fail_on)
     data["failed"] = [c.case_id for c in failing]
     data["headline"] = headline(cmp, failing)
+    data["geomean_line"] = geomean_line(cmp)
     return json.dumps(data, indent=1, allow_nan=False)

@@ -1,0 +1,196 @@
+"""Machine-speed probe: fixed reference kernels timed next to the case, in every worker.
+
+A latency change between two processes is either the code under test or the machine (a
+neighbour on the other core, a frequency change, a busier memory bus). Eager is no control
+for that when the change under test touches eager too (a torch or model change), so each
+worker also times a small, fixed, versioned set of kernels that no change to the case can
+touch. compare (harness/analysis/compare.py) reads them: the probe moved -> machine drift,
+normalised out; the probe steady and eager moved -> a real whole-model change.
+
+The kernels run between the case's timed rounds (`ProbeSchedule`), never inside one, and
+only while their total time stays under a budget share of the case's timed time, so the
+probe costs a bounded share of the case's measurement (benchmarks/probe_overhead.py
+measures it) and samples the machine at the same moments as the case.
+
+Changing a kernel changes what the numbers mean: bump its set's version. compare only
+normalises with probes of the same version on both sides.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+CPU_PROBE_VERSION = "cpu-1"
+GPU_PROBE_VERSION = "gpu-1"
+# share of the case's timed seconds the probe may spend; the schedule keeps below it
+DEFAULT_BUDGET = 0.005
+# one probe kernel call lasts about this long (tiny kernels time mostly the timer itself)
+KERNEL_TARGET_S = 50e-6
+PROBE_KEY = "machine_probe"  # where the worker stores it in record.metrics
+MIN_SAMPLES = 5  # per kernel, before compare trusts a process's probe
+
+
+@dataclass(frozen=True)
+class ProbeKernel:
+    name: str
+    fn: Callable[[], Any]
+    inner: int  # calls per sample, fixed by the kernel set's version (not calibrated: comparable)
+
+
+def cpu_kernels() -> list[ProbeKernel]:
+    """CPU set cpu-1: a 64x64 fp32 GEMM, a 16k-element pointwise chain, a Python loop.
+    They touch the FPU/caches, memory, and the interpreter: what a CPU case spends time on."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(64, 64, generator=gen)
+    b = torch.randn(64, 64, generator=gen)
+    x = torch.randn(16384, generator=gen)
+    out = torch.empty_like(x)
+
+    def gemm() -> Any:
+        return torch.mm(a, b)
+
+    def pointwise() -> Any:
+        torch.mul(x, 1.0001, out=out)
+        return out.add_(0.5)
+
+    def python_loop() -> int:
+        total = 0
+        for i in range(300):
+            total += i * i
+        return total
+
+    return [ProbeKernel("gemm", gemm, 4), ProbeKernel("pointwise", pointwise, 8), ProbeKernel("python", python_loop, 4)]
+
+
+def gpu_kernels(device: str) -> list[ProbeKernel]:
+    """GPU set gpu-1: a 1024^2 fp16 GEMM and a 32 MiB device-to-device copy: the compute and
+    memory sides of a GPU, each small enough to leave the case's timing alone."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(1024, 1024, generator=gen).to(device=device, dtype=torch.float16)
+    b = torch.randn(1024, 1024, generator=gen).to(device=device, dtype=torch.float16)
+    src = torch.randn(8 * 1024 * 1024, generator=gen).to(device)
+    dst = torch.empty_like(src)
+
+    def gemm() -> Any:
+        return torch.mm(a, b)
+
+    def copy() -> Any:
+        return dst.copy_(src)
+
+    return [ProbeKernel("gemm", gemm, 4), ProbeKernel("copy", copy, 4)]
+
+
+@dataclass
+class MachineProbe:
+    """Times the kernel set; one `sample()` times each kernel once (inner calls each)."""
+
+    kernels: Sequence[ProbeKernel]
+    timer: Callable[[Callable[[], Any], int], float]  # (fn, inner) -> seconds per call
+    version: str
+    clock: Callable[[], int] = time.perf_counter_ns  # injectable: tests check the budget without sleeping
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    spent_s: float = 0.0  # wall seconds spent probing, timer overhead included
+
+    def sample(self) -> None:
+        start = self.clock()
+        for k in self.kernels:
+            self.samples.setdefault(k.name, []).append(self.timer(k.fn, k.inner))
+        self.spent_s += (self.clock() - start) / 1e9
+
+    def warm_up(self) -> None:
+        for k in self.kernels:
+            for _ in range(k.inner):
+                k.fn()
+
+    def to_dict(self, case_timed_s: float | None = None) -> dict[str, Any]:
+        """What the record keeps: version, raw samples per kernel, the cost."""
+        return {"version": self.version, "samples_s": {k: list(v) for k, v in self.samples.items()},
+                "n": min((len(v) for v in self.samples.values()), default=0), "spent_s": self.spent_s,
+                "share_of_case": (self.spent_s / case_timed_s) if case_timed_s else None}
+
+
+def make_probe(device_type: str, torch_device: str, timer: Callable[[Callable[[], Any], int], float],
+               clock: Callable[[], int] = time.perf_counter_ns) -> MachineProbe:
+    """The kernel set for this device type (GPU set for any accelerator, CPU set otherwise)."""
+    if device_type == "cpu":
+        return MachineProbe(cpu_kernels(), timer, CPU_PROBE_VERSION, clock)
+    return MachineProbe(gpu_kernels(torch_device), timer, GPU_PROBE_VERSION, clock)
+
+
+@dataclass
+class ProbeSchedule:
+    """Decides after each timed round whether to probe: whenever the probe's spend is under
+    `budget` of the case's timed seconds so far. The first probe runs after the first round
+    (its cost is unknown until then); from then on a probe runs only when its known cost
+    fits the budget, so the share ends within one probe of `budget`."""
+
+    probe: MachineProbe
+    budget: float = DEFAULT_BUDGET
+    timed_s: float = 0.0
+    _cost_s: float = math.inf  # cheapest probe sample so far: a preempted one must not stall the schedule
+
+    def after_round(self, round_seconds: float) -> None:
+        self.timed_s += round_seconds
+        affordable = self.budget * self.timed_s
+        next_cost = self._cost_s if math.isfinite(self._cost_s) else 0.0
+        if self.probe.spent_s + next_cost <= affordable and affordable > 0:
+            before = self.probe.spent_s
+            self.probe.sample()
+            self._cost_s = min(self._cost_s, self.probe.spent_s - before)
+
+
+# ---------------------------------------------------------------- reading a record's probe
+
+def probe_block(metrics: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """A record's probe block, or None when it has none usable."""
+    block = metrics.get(PROBE_KEY) if isinstance(metrics, Mapping) else None
+    if not isinstance(block, Mapping) or not isinstance(block.get("samples_s"), Mapping):
+        return None
+    return block
+
+
+def kernel_medians(block: Mapping[str, Any] | None, min_samples: int = MIN_SAMPLES) -> dict[str, float] | None:
+    """Median seconds per kernel, or None when any kernel has fewer than `min_samples`
+    finite samples: a median of two, one of them preempted, says nothing about the machine."""
+    if block is None:
+        return None
+    out = {}
+    for name, values in block["samples_s"].items():
+        finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
+        if len(finite) < min_samples:
+            return None
+        out[str(name)] = statistics.median(finite)
+    return out or None
+
+
+def probe_score(block: Mapping[str, Any] | None) -> float | None:
+    """One number for the machine's speed in that process: the geometric mean over kernels
+    of each kernel's median seconds (lower: faster machine). None without usable samples."""
+    medians = kernel_medians(block)
+    if medians is None:
+        return None
+    return math.exp(sum(math.log(v) for v in medians.values()) / len(medians))
+
+
+def relative_slowness(blocks: Sequence[Mapping[str, Any]], n_base: int) -> list[float] | None:
+    """Per process, how much slower its machine was than the base processes' average: for
+    each kernel, its median over the base side's geometric mean of that kernel, then the
+    median over kernels (one kernel hit by a neighbour cannot swing the factor alone).
+    `blocks`: base processes first (n_base of them), then head. None if any is unusable."""
+    medians = [kernel_medians(b) for b in blocks]
+    if any(m is None for m in medians) or n_base < 1:
+        return None
+    names = set(medians[0])  # type: ignore[arg-type]
+    if any(set(m) != names for m in medians):  # type: ignore[arg-type]
+        return None
+    ref = {k: math.exp(sum(math.log(m[k]) for m in medians[:n_base]) / n_base) for k in names}  # type: ignore[index]
+    return [statistics.median(m[k] / ref[k] for k in names) for m in medians]  # type: ignore[index]

@@ -1,0 +1,119 @@
+"""The machine-speed probe: its budget, its place between timed rounds, its score."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.measure.probe import (
+    CPU_PROBE_VERSION,
+    MachineProbe,
+    ProbeKernel,
+    ProbeSchedule,
+    cpu_kernels,
+    probe_block,
+    probe_score,
+    relative_slowness,
+)
+from harness.measure.timing import StopPolicy, measure_interleaved
+
+
+class FakeClock:
+    """Nanoseconds that advance only when a fake kernel or case 'runs'."""
+
+    def __init__(self) -> None:
+        self.now = 0
+
+    def __call__(self) -> int:
+        return self.now
+
+    def run(self, seconds: float) -> None:
+        self.now += int(seconds * 1e9)
+
+
+def _fake_probe(clock: FakeClock, kernel_s: float = 1e-4) -> MachineProbe:
+    def timer(fn, inner):
+        for _ in range(inner):
+            fn()
+        return kernel_s
+
+    kernels = [ProbeKernel(name, lambda: clock.run(kernel_s), 2) for name in ("a", "b", "c")]
+    return MachineProbe(kernels, timer, "test-1", clock)
+
+
+@pytest.mark.parametrize("round_s", [1e-4, 1e-3, 2e-2])
+def test_schedule_keeps_the_probe_within_its_budget(round_s):
+    """Whatever the case's round length, the probe's spend ends within one probe sample of
+    budget x the case's timed seconds, and it samples throughout (not all at the start)."""
+    clock = FakeClock()
+    probe = _fake_probe(clock)  # one sample costs 3 kernels x 2 calls x 0.1 ms = 0.6 ms
+    schedule = ProbeSchedule(probe, budget=0.01)
+    rounds = int(2.0 / round_s)  # two seconds of case time
+    when = []
+    for i in range(rounds):
+        before = probe.spent_s
+        schedule.after_round(round_s)
+        if probe.spent_s > before:
+            when.append(i)
+    assert probe.spent_s <= 0.01 * schedule.timed_s + 6e-4 + 1e-12
+    assert probe.spent_s >= 0.01 * schedule.timed_s - 6e-4 - max(round_s * 0.01, 1e-12)
+    assert when and when[-1] > rounds * 0.9  # still sampling near the end
+    data = probe.to_dict(schedule.timed_s)
+    assert data["n"] == len(when) and data["share_of_case"] == pytest.approx(probe.spent_s / 2.0)
+
+
+def test_probe_runs_between_timed_rounds_never_inside_one():
+    log = []
+
+    def timer(fn, inner):
+        log.append("start")
+        fn()
+        log.append("end")
+        return 1e-3
+
+    variants = {"eager": lambda: log.append("eager"), "compiled": lambda: log.append("compiled")}
+    measure_interleaved(variants, timer, StopPolicy(warmup=0, min_samples=3, min_time_s=0.0), clock=lambda: 0,
+                        after_round=lambda s: log.append(f"probe {s:.0e}"))
+    assert log.count("probe 2e-03") == 3
+    depth = 0
+    for entry in log:
+        depth += entry == "start"
+        depth -= entry == "end"
+        assert not (entry.startswith("probe") and depth), "probe ran inside a timed region"
+
+
+def test_probe_score_is_the_geomean_of_kernel_medians():
+    block = probe_block({"machine_probe": {"version": "x", "samples_s": {"a": [1.0, 9.0, 2.0, 2.0, 3.0],
+                                                                       "b": [8.0] * 5}}})
+    assert probe_score(block) == pytest.approx(4.0)  # sqrt(2 * 8)
+    assert probe_block({"machine_probe": {"error": "RuntimeError: no"}}) is None
+    assert probe_score(probe_block({"machine_probe": {"samples_s": {"a": [1.0, 2.0]}}})) is None  # too few to trust
+    assert probe_block(None) is None
+
+
+def test_relative_slowness_resists_one_kernel_hit_by_a_neighbour():
+    """Head: every kernel 20% slower except one that a neighbour hit 30x: the factor is the
+    median over kernels (1.2), not dragged to 3x by the outlier."""
+    def block(gemm, pointwise, python):
+        return {"samples_s": {"gemm": [gemm] * 6, "pointwise": [pointwise] * 6, "python": [python] * 6}}
+
+    factors = relative_slowness([block(1.0, 2.0, 3.0), block(1.2, 60.0, 3.6)], n_base=1)
+    assert factors == pytest.approx([1.0, 1.2])
+    assert relative_slowness([block(1.0, 2.0, 3.0), {"samples_s": {"gemm": [1.0] * 6}}], n_base=1) is None
+
+
+def test_cpu_kernel_set_runs_for_real():
+    import time
+
+    def timer(fn, inner):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        return (time.perf_counter() - start) / inner
+
+    probe = MachineProbe(cpu_kernels(), timer, CPU_PROBE_VERSION)
+    probe.warm_up()
+    for _ in range(5):
+        probe.sample()
+    assert set(probe.samples) == {"gemm", "pointwise", "python"}
+    assert all(len(v) == 5 and min(v) > 0 for v in probe.samples.values())
+    assert probe_score(probe_block({"machine_probe": probe.to_dict()})) > 0
