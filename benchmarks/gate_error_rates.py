@@ -96,13 +96,21 @@ class Separate:
         return save_run(run, self.out / f"{label}.json")
 
 
-def cli_compare(base: Path, head: Path, thresholds: Path | None = None) -> dict[str, Any]:
+# every metric the gate judges except cold compile time, which the separate setup cannot see
+# (its processes share a warm cache) and which has its own A/A study (the ab setup)
+RUNTIME_METRICS = ("speedup", "latency", "peak_memory", "graph_breaks", "recompiles", "accuracy")
+
+
+def cli_compare(base: Path, head: Path, thresholds: Path | None = None, command: str = "compare",
+                metrics: tuple[str, ...] = RUNTIME_METRICS) -> dict[str, Any]:
     """`compilebench compare BASE HEAD --json` in this process: exit code and what it saw."""
     from harness.cli.main import main
 
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
         out = Path(tmp.name)
-    argv = ["compare", str(base), str(head), "--json", str(out)]
+    argv = [command, str(base), str(head), "--json", str(out)]
+    for m in metrics:
+        argv += ["--metric", m]
     if thresholds:
         argv += ["--thresholds", str(thresholds)]
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -184,33 +192,41 @@ def cold_compile_spread(files: list[Path]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- setup: compilebench ab
 
-def run_ab_study(sessions: int, rounds: int, arm_env: dict[str, dict[str, str]], out: Path) -> dict[str, Any]:
+def run_ab_study(sessions: int, rounds: int, arm_env: dict[str, dict[str, str]], out: Path,
+                 parallel: int = 1) -> dict[str, Any]:
+    """`sessions` ab sessions per arm (A/A included), `parallel` of them at a time (each
+    session is itself sequential: one worker process at a time)."""
     started = time.monotonic()
-    rows = []
     common = ["--workload-file", WORKLOAD_FILE, "-w", WORKLOAD, "-c", "inductor", "--device", "cpu",
               "--scenario", "forward", "--rounds", str(rounds), "--min-time", str(POLICY["min_time_s"]),
               "--min-samples", str(POLICY["min_samples"]), "--out", str(out), "--base-python", sys.executable,
               "--head-python", sys.executable, "--base-env", "OMP_NUM_THREADS=1", "--head-env", "OMP_NUM_THREADS=1"]
-    for i in range(sessions):
-        for arm, env in {"A/A": {}, **arm_env}.items():
-            load_before = load_average()
-            out_json = out / f"ab-{i:02d}-{arm.replace(' ', '').replace('%', '').replace('/', '')}.json"
-            argv = [sys.executable, "-m", "harness", "ab", *common, "--json", str(out_json)]
-            for k, v in env.items():
-                argv += ["--head-env", f"{k}={v}"]
-            t0 = time.monotonic()
-            proc = subprocess.run(argv, cwd=str(ROOT), capture_output=True, text=True, check=False)
-            data = json.loads(out_json.read_text()) if out_json.exists() else {}
-            row = {"session": i, "arm": arm, "load": load_before, "exit": proc.returncode,
-                   "wall_s": time.monotonic() - t0, **summarize_comparison(data)}
-            if proc.returncode not in (0, 1):
-                row["stderr"] = proc.stderr[-2000:]
-            rows.append(row)
-            with (out / "ab-rows.jsonl").open("a") as fh:
-                fh.write(json.dumps(row) + "\n")
-            print(f"ab session {i + 1}/{sessions} {arm}: exit {proc.returncode} ({row['verdict']}, lat "
-                  f"{_pct(row['latency_change'])}, eager {_pct(row['eager_change'])}, probe {_pct(row['probe_change'])}) "
-                  f"[{row['wall_s']:.0f}s, load {load_before:.1f}]", flush=True)
+    plan = [(i, arm, env) for i in range(sessions) for arm, env in {"A/A": {}, **arm_env}.items()]
+
+    def one(i: int, arm: str, env: dict[str, str]) -> dict[str, Any]:
+        load_before = load_average()
+        out_json = out / f"ab-{i:02d}-{arm.replace(' ', '').replace('%', '').replace('/', '')}.json"
+        argv = [sys.executable, "-m", "harness", "ab", *common, "--json", str(out_json)]
+        for k, v in env.items():
+            argv += ["--head-env", f"{k}={v}"]
+        t0 = time.monotonic()
+        proc = subprocess.run(argv, cwd=str(ROOT), capture_output=True, text=True, check=False)
+        data = json.loads(out_json.read_text()) if out_json.exists() else {}
+        session_dir = next((line.split("ab session: ", 1)[1].split(" (", 1)[0]
+                            for line in proc.stderr.splitlines() if line.startswith("ab session: ")), None)
+        row = {"session": i, "arm": arm, "load": load_before, "exit": proc.returncode, "session_dir": session_dir,
+               "wall_s": time.monotonic() - t0, **summarize_comparison(data)}
+        if proc.returncode not in (0, 1):
+            row["stderr"] = proc.stderr[-2000:]
+        with (out / "ab-rows.jsonl").open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+        print(f"ab session {i + 1}/{sessions} {arm}: exit {proc.returncode} ({row['verdict']}, lat "
+              f"{_pct(row['latency_change'])}, eager {_pct(row['eager_change'])}, probe {_pct(row['probe_change'])}) "
+              f"[{row['wall_s']:.0f}s, load {load_before:.1f}]", flush=True)
+        return row
+
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        rows = list(pool.map(lambda item: one(*item), plan))
     aa_files = sorted(f for f in (out / "ab").rglob("round-*.json") if _is_aa_session(f))
     return {"rows": rows, "wall_s": time.monotonic() - started, "rounds": rounds,
             "cold_compile": cold_compile_spread(aa_files)}
@@ -222,6 +238,43 @@ def _is_aa_session(run_file: Path) -> bool:
 
     env = load_run(run_file).config.get("ab", {}).get("env", {})
     return not any(k in env for k in KIND_ENV.values())
+
+
+# ---------------------------------------------------------------- analysis of saved run files
+
+def analyse_separate(folder: Path) -> list[dict[str, Any]]:
+    """Decide every pair of a separate-runs study again from its run files (so a changed
+    compare can be re-judged on the same measurements): A/A base_r vs base_{r+1}, arms
+    base_r vs head-<arm>-r."""
+    no_probe = folder / "no-probe.toml"
+    no_probe.write_text('[defaults]\nprobe = "off"\n')
+    bases = sorted(folder.glob("base-*.json"))
+    rows = []
+    for r in range(len(bases) - 1):
+        pairs = {"A/A": bases[r + 1]}
+        for head in sorted(folder.glob(f"head-*-{r:02d}.json")):
+            kind, level = head.name.split("-")[1].split("+")
+            pairs[f"{kind} +{level}%"] = head
+        for arm, head in pairs.items():
+            rows.append({"round": r, "arm": arm, "probe_on": cli_compare(bases[r], head),
+                         "probe_off": cli_compare(bases[r], head, no_probe)})
+    return rows
+
+
+def analyse_ab(folder: Path) -> list[dict[str, Any]]:
+    """Decide every ab session again from its run files with the gate (`compilebench gate
+    base/ head/`, what `ab` itself renders), runtime metrics only and all metrics."""
+    rows = []
+    for line in (folder / "ab-rows.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        session = Path(row["session_dir"]) if row.get("session_dir") else None
+        if session is None or not session.exists():
+            continue
+        runtime = cli_compare(session / "base", session / "head", command="gate")
+        everything = cli_compare(session / "base", session / "head", command="gate", metrics=())
+        rows.append({"session": row["session"], "arm": row["arm"], "load": row.get("load"), "runtime": runtime,
+                     "all": everything})
+    return rows
 
 
 # ---------------------------------------------------------------- tables
@@ -256,9 +309,14 @@ def main() -> int:
     parser.add_argument("--ab-sessions", type=int, default=3, help="ab setup: sessions per arm")
     parser.add_argument("--ab-rounds", type=int, default=4, help="ab setup: --rounds of each session")
     parser.add_argument("--ab-levels", default="0.15", help="ab setup: slowdown fractions")
+    parser.add_argument("--ab-parallel", type=int, default=1, help="ab setup: sessions at a time")
     parser.add_argument("--out", default=str(ROOT / "results" / "gate-error-rates"), help="run files go here")
     parser.add_argument("--json", help="write every row here")
+    parser.add_argument("--analyse", metavar="DIR", help="only decide again the saved runs of a study in DIR "
+                        "(its separate-rows.jsonl / ab-rows.jsonl folder) and print the tables")
     args = parser.parse_args()
+    if args.analyse:
+        return analyse(Path(args.analyse))
     kinds = [k for k in args.kinds.split(",") if k]
     out = Path(args.out) / _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
@@ -276,7 +334,7 @@ def main() -> int:
         print("\n".join(table(sep["rows"], "probe_off")))
     if args.setup in ("ab", "both"):
         levels = [float(x) for x in args.ab_levels.split(",") if x]
-        ab = run_ab_study(args.ab_sessions, args.ab_rounds, arms(levels, kinds), out)
+        ab = run_ab_study(args.ab_sessions, args.ab_rounds, arms(levels, kinds), out, args.ab_parallel)
         results["ab"] = ab
         loads = [r["load"] for r in ab["rows"]]
         print(f"\n## compilebench ab --rounds {args.ab_rounds} ({args.ab_sessions} sessions per arm, "
@@ -285,6 +343,29 @@ def main() -> int:
         print(f"\ncold compile A/A (ab A/A session processes, cold cache each): {json.dumps(ab['cold_compile'])}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, default=str))
+    return 0
+
+
+def analyse(folder: Path) -> int:
+    if (folder / "separate-rows.jsonl").exists() or list(folder.glob("base-*.json")):
+        rows = analyse_separate(folder)
+        loads = [json.loads(x)["load"] for x in (folder / "separate-rows.jsonl").read_text().splitlines()] \
+            if (folder / "separate-rows.jsonl").exists() else []
+        print(f"## separate runs + compilebench compare ({folder}; load average "
+              f"{min(loads, default=math.nan):.1f}-{max(loads, default=math.nan):.1f}), runtime metrics\n")
+        print("\n".join(table(rows, "probe_on")))
+        print("\nsame pairs, probe switched off (probe = \"off\"):\n")
+        print("\n".join(table(rows, "probe_off")))
+    if (folder / "ab-rows.jsonl").exists():
+        rows = analyse_ab(folder)
+        print(f"\n## compilebench ab ({folder}), gate on runtime metrics\n")
+        print("\n".join(table(rows, "runtime")))
+        print("\nsame sessions, every metric (cold compile time included):\n")
+        print("\n".join(table(rows, "all")))
+        aa = [Path(json.loads(x)["session_dir"]) for x in (folder / "ab-rows.jsonl").read_text().splitlines()
+              if json.loads(x)["arm"] == "A/A" and json.loads(x).get("session_dir")]
+        files = sorted(f for d in aa for f in d.rglob("round-*.json"))
+        print(f"\ncold compile A/A ({len(files)} processes of A/A sessions): {json.dumps(cold_compile_spread(files))}")
     return 0
 
 

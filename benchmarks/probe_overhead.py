@@ -80,8 +80,7 @@ def in_process(reps: int) -> None:
         schedule = None
         if probe:
             p = make_probe("cpu", "cpu", timer)
-            p.warm_up()
-            schedule = ProbeSchedule(p)
+            schedule = ProbeSchedule(p, cost_s=p.warm_up())
         start = time.perf_counter()
         measure_interleaved(variants, timer, policy, after_round=schedule.after_round if schedule else None)
         walls["with probe" if probe else "without"].append(time.perf_counter() - start)

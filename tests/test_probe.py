@@ -61,6 +61,26 @@ def test_schedule_keeps_the_probe_within_its_budget(round_s):
     assert data["n"] == len(when) and data["share_of_case"] == pytest.approx(probe.spent_s / 2.0)
 
 
+def test_a_preempted_probe_sample_does_not_stop_the_probe():
+    """The first probe sample waits 50 ms for a core (a neighbour): the schedule budgets the
+    probe's nominal cost, so it keeps sampling through the rest of the case."""
+    clock = FakeClock()
+    probe = _fake_probe(clock)
+    schedule = ProbeSchedule(probe, budget=0.01, cost_s=probe.warm_up())
+    assert schedule.cost_s == pytest.approx(6e-4)
+    original = probe.kernels[0].fn
+    calls = []
+
+    def slow_once():
+        calls.append(1)
+        clock.run(0.05 if len(calls) == 1 else 1e-4)
+
+    probe.kernels = [type(probe.kernels[0])("a", slow_once, 2), *probe.kernels[1:]]
+    for _ in range(2000):
+        schedule.after_round(1e-3)
+    assert original is not None and len(probe.samples["a"]) >= 25  # ~ 2 s x 1% / 0.6 ms
+
+
 def test_probe_runs_between_timed_rounds_never_inside_one():
     log = []
 

@@ -180,3 +180,26 @@ def test_report_from_a_real_cpu_run(results_dir, tmp_path):
     assert rc == 0
     html = out.read_text()
     assert html.count("<svg") == 4 and "mlp-classic/forward/inductor/cpu" in html
+
+
+def test_headline_geomean_only_over_cases_passing_on_both_sides():
+    """Against a baseline where one case failed, that case leaves the geomean (named), so the
+    headline moves only with cases measured on both sides."""
+    import numpy as np
+
+    from harness.report.report import headline
+    from harness.testing.synthetic import SYNTHETIC_ENV, synthetic_case, synthetic_record
+
+    rng = np.random.default_rng(0)
+    cases = [synthetic_case(i) for i in range(3)]
+    head = Run("h", "2026-01-01T00:00:00+00:00", "h", dict(SYNTHETIC_ENV), {},
+               [synthetic_record(c, rng, compiled_median=5e-4 / (1 + i)) for i, c in enumerate(cases)])
+    base = Run("b", "2026-01-01T00:00:00+00:00", "b", dict(SYNTHETIC_ENV), {},
+               [synthetic_record(cases[0], rng), synthetic_record(cases[1], rng), synthetic_record(cases[2], rng,
+                                                                                                  status="fail_run")])
+    alone, = headline(head)
+    both, = headline(head, base)
+    assert alone["geomean_cases"] == 3 and both["geomean_cases"] == 2
+    assert both["geomean_excluded"] == [{"case_id": cases[2].case_id, "reason": "fail_run in the baseline"}]
+    assert both["geomean_speedup"] == pytest.approx((2.0 * 4.0) ** 0.5, rel=0.05)
+    assert "excluded 1" in render_report(head, base)

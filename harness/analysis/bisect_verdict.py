@@ -14,12 +14,14 @@ from typing import Any
 import numpy as np
 
 from harness.analysis.compare import (
+    FASTER_EAGER_TOO,
     IMPROVEMENT,
     METRICS,
     NOISY,
     NOW_FAILING,
     NOW_PASSING,
     REGRESSION,
+    SLOWER_EAGER_TOO,
     compare_case,
 )
 from harness.analysis.thresholds import ThresholdConfig, Thresholds
@@ -51,8 +53,9 @@ def judge(reference: Sequence[Record], candidate: Sequence[Record], metric: str,
     if m is None:
         return {**evidence, "verdict": "good", "beyond_threshold": False,
                 "note": f"{metric} not measured on both sides: nothing to judge"}
-    wanted = REGRESSION if direction == "worse" else IMPROVEMENT
-    verdict = "bad" if m.verdict == wanted else ("noisy" if m.verdict == NOISY else "good")
+    # a torch change that slows eager too is what a version bisect hunts: bad as well
+    wanted = (REGRESSION, SLOWER_EAGER_TOO) if direction == "worse" else (IMPROVEMENT, FASTER_EAGER_TOO)
+    verdict = "bad" if m.verdict in wanted else ("noisy" if m.verdict == NOISY else "good")
     beyond = m.change is not None and m.threshold is not None and abs(m.change) >= float(m.threshold) and (
         (m.change > 0) == _worse_is_up(metric, direction))
     return {**evidence, "verdict": verdict, "beyond_threshold": bool(beyond), "compare_verdict": m.verdict,

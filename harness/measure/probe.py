@@ -106,10 +106,17 @@ class MachineProbe:
             self.samples.setdefault(k.name, []).append(self.timer(k.fn, k.inner))
         self.spent_s += (self.clock() - start) / 1e9
 
-    def warm_up(self) -> None:
-        for k in self.kernels:
-            for _ in range(k.inner):
-                k.fn()
+    def warm_up(self, passes: int = 3) -> float:
+        """Run every kernel untimed `passes` times; return the cheapest pass's wall seconds
+        (the schedule's cost estimate: the cheapest, so one preempted pass cannot inflate it)."""
+        cheapest = math.inf
+        for _ in range(passes):
+            start = self.clock()
+            for k in self.kernels:
+                for _ in range(k.inner):
+                    k.fn()
+            cheapest = min(cheapest, (self.clock() - start) / 1e9)
+        return cheapest
 
     def to_dict(self, case_timed_s: float | None = None) -> dict[str, Any]:
         """What the record keeps: version, raw samples per kernel, the cost."""
@@ -128,24 +135,27 @@ def make_probe(device_type: str, torch_device: str, timer: Callable[[Callable[[]
 
 @dataclass
 class ProbeSchedule:
-    """Decides after each timed round whether to probe: whenever the probe's spend is under
-    `budget` of the case's timed seconds so far. The first probe runs after the first round
-    (its cost is unknown until then); from then on a probe runs only when its known cost
-    fits the budget, so the share ends within one probe of `budget`."""
+    """Decides after each timed round whether to probe: whenever the probe's *nominal* cost
+    (samples taken x the cheapest sample seen) is under `budget` of the case's timed seconds
+    so far. Nominal, not measured: on a loaded machine one probe sample can be preempted for
+    milliseconds, and counting that wait (the case would have waited too) would stop the
+    probe exactly when the machine drifts. The record reports the measured share
+    (`share_of_case`) as well."""
 
     probe: MachineProbe
     budget: float = DEFAULT_BUDGET
+    cost_s: float = math.inf  # cheapest probe sample seen (start it with warm_up()'s answer)
     timed_s: float = 0.0
-    _cost_s: float = math.inf  # cheapest probe sample so far: a preempted one must not stall the schedule
+    _taken: int = 0
 
     def after_round(self, round_seconds: float) -> None:
         self.timed_s += round_seconds
-        affordable = self.budget * self.timed_s
-        next_cost = self._cost_s if math.isfinite(self._cost_s) else 0.0
-        if self.probe.spent_s + next_cost <= affordable and affordable > 0:
+        nominal = (self._taken + 1) * (self.cost_s if math.isfinite(self.cost_s) else 0.0)
+        if nominal <= self.budget * self.timed_s:
             before = self.probe.spent_s
             self.probe.sample()
-            self._cost_s = min(self._cost_s, self.probe.spent_s - before)
+            self._taken += 1
+            self.cost_s = min(self.cost_s, self.probe.spent_s - before)
 
 
 # ---------------------------------------------------------------- reading a record's probe

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler import CompilerConfig
+from harness.measure.probe import DEFAULT_BUDGET, PROBE_KEY, ProbeSchedule, make_probe
 from harness.measure.timing import (
     Clock,
     EventTimer,
@@ -32,7 +33,6 @@ from harness.measure.timing import (
     measure_interleaved,
     process_cpu_s,
 )
-from harness.measure.probe import DEFAULT_BUDGET, PROBE_KEY, ProbeSchedule, make_probe
 from harness.model.schema import Case, Record, error_info, write_json_atomic
 
 # phases whose exceptions mean "the compiler failed" rather than "the model failed"
@@ -348,10 +348,10 @@ def _start_probe(spec: dict[str, Any], device: Any, timer: Any, clock: Clock) ->
         return None
     try:
         probe = make_probe(device.type, device.torch_name, timer, clock)
-        probe.warm_up()
+        cost_s = probe.warm_up()
     except Exception as exc:  # noqa: BLE001 - a probe failure is data, not a case failure
         return f"{type(exc).__name__}: {exc}"[:500]
-    return ProbeSchedule(probe, budget=float(spec.get("probe_budget", DEFAULT_BUDGET)))
+    return ProbeSchedule(probe, budget=float(spec.get("probe_budget", DEFAULT_BUDGET)), cost_s=cost_s)
 
 
 def memory(state: CaseState) -> None:

@@ -44,14 +44,18 @@ def _format_metric(v: float | None, fmt: str) -> str:
     return format_value(v, fmt)
 
 
-def headline(run: Run) -> list[dict[str, Any]]:
-    """Per device x compiler: geomean speedup over passing cases, pass rate, compile time."""
+def headline(run: Run, baseline: Run | None = None) -> list[dict[str, Any]]:
+    """Per device x compiler: geomean speedup, pass rate, compile time. Geomeans count only
+    the cases that pass in this run and, with a baseline, pass there too, so an unrelated
+    model starting to fail cannot move them; the cases left out are listed with why."""
+    base_status = {r.case_id: r.status for r in baseline.records} if baseline is not None else None
     groups: dict[tuple[str, str], list] = defaultdict(list)
     for r in run.records:
         groups[(r.case.device, r.case.compiler)].append(r)
     rows = []
     for (device, compiler), recs in sorted(groups.items()):
         ok = [r for r in recs if r.status == "ok"]
+        counted = [r for r in ok if base_status is None or base_status.get(r.case_id) == "ok"]
         compile_times = [r.metrics.get("compile_time_s") for r in ok if r.metrics.get("compile_time_s") is not None]
         failures: dict[str, int] = defaultdict(int)
         for r in recs:
@@ -60,14 +64,25 @@ def headline(run: Run) -> list[dict[str, Any]]:
         rows.append({
             "device": device,
             "compiler": compiler,
-            "geomean_speedup": geomean([r.metrics.get("speedup") for r in ok]),
+            "geomean_speedup": geomean([r.metrics.get("speedup") for r in counted]),
+            "geomean_cases": len(counted),
+            "geomean_excluded": [{"case_id": r.case_id, "reason": _excluded_reason(r, base_status)}
+                                 for r in recs if r not in counted],
             "pass_rate": len(ok) / len(recs) if recs else 0.0,
             "cases": len(recs),
             "mean_compile_s": sum(compile_times) / len(compile_times) if compile_times else None,
-            "geomean_compression": geomean([r.metrics.get("compression_ratio") for r in ok]),
+            "geomean_compression": geomean([r.metrics.get("compression_ratio") for r in counted]),
             "failures": dict(failures),
         })
     return rows
+
+
+def _excluded_reason(record: Record, base_status: dict[str, str] | None) -> str:
+    if record.status != "ok":
+        return record.status
+    if base_status is not None and record.case_id not in base_status:
+        return "not in the baseline"
+    return f"{base_status.get(record.case_id) if base_status else '?'} in the baseline"
 
 
 def trace_href(info: Any, base_dir: Path | None) -> str | None:
@@ -250,7 +265,7 @@ def report_context(run: Run, baseline: Run | None = None, charts: bool = True,
     return {
         "run": run,
         "synthetic": is_synthetic(run),
-        "headline": headline(run),
+        "headline": headline(run, baseline),
         "rows": case_rows(run, base_dir),
         "traced": any(isinstance((r.metrics or {}).get("trace"), dict) for r in run.records),
         "statuses": sorted(status_counts),
