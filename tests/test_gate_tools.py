@@ -100,7 +100,7 @@ def test_noise_flags_what_a_threshold_cannot_resolve(tmp_path):
     table = load_noise_table(path)
     base, head = synthetic_run(1, 1), synthetic_run(1, 2)
     flags = compare_runs([base], [head], noise=table).cases[0].flags
-    assert any(f.startswith("latency: A/A noise") for f in flags)
+    assert any(f.startswith("too noisy to judge: latency: A/A noise") for f in flags)
 
 
 def test_noise_from_runs_cli(tmp_path, capsys):
@@ -248,4 +248,4 @@ def test_terminal_output_names_too_noisy_cases(tmp_path, capsys):
     save_run(synthetic_run(1, 2, run_id="b"), tmp_path / "b.json")
     noise = save_noise(analyze_noise(_aa_runs(8, 0.15), rounds=4), tmp_path / "noise.json")
     assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--noise", str(noise)]) == 0
-    assert "too noisy to judge: synth0/forward/inductor/cpu/float32/bs8/tiny: latency" in capsys.readouterr().out
+    assert "synth0/forward/inductor/cpu/float32/bs8/tiny: too noisy to judge: latency" in capsys.readouterr().out

@@ -780,6 +780,7 @@ def _flag_noise(result: CaseResult, noise: NoiseTable) -> None:
         threshold = m.threshold if isinstance(m.threshold, float) else None
         mdc = measured.get(m.metric)
         if threshold is not None and mdc is not None and mdc > threshold:
-            result.flags.append(f"{m.metric}: A/A noise on this machine detects only {mdc:.1%} > threshold {threshold:.1%}")
+            result.flags.append(f"too noisy to judge: {m.metric}: A/A noise on this machine detects only {mdc:.1%} "
+                                f"> threshold {threshold:.1%}")
         elif m.verdict == NOISY:
-            result.flags.append(f"{m.metric}: {m.note}")
+            result.flags.append(f"too noisy to judge: {m.metric}: {m.note}")
