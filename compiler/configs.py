@@ -159,4 +159,39 @@ def builtin_configs() -> list[CompilerConfig]:
           description="regional compilation: each repeated block compiled, not the whole model"),
         c("aot_eager", backend="aot_eager", description="Dynamo + AOTAutograd, eager kernels: isolates Inductor"),
         c("cudagraphs", backend="cudagraphs", description="Dynamo + CUDA graphs without Inductor (CUDA only)"),
+        *recipe_configs(),
+    ]
+
+
+# The diffusers "fast diffusion" tutorial's Inductor flags (conv 1x1 as mm, no epilogue
+# fusion) with a narrower search, so that a cold compile fits an 8-minute call: the
+# max-autotune modes switch coordinate-descent tuning on (it benchmarks each of the UNet's
+# ~1000 Triton kernels; the tutorial asks for it too) and autotune Triton conv templates;
+# here both are off and convolutions stay on cuDNN. Without these cuts max-autotune on the
+# SDXL UNet did not finish in 565 s on the H200 box.
+SDXL_TUTORIAL_OPTIONS = {
+    "conv_1x1_as_mm": True,
+    "epilogue_fusion": False,
+    "coordinate_descent_tuning": False,
+    "max_autotune_conv_backends": "ATEN",
+}
+# gpt-fast's generate.py sets these process-wide before compiling decode_one_token
+GPT_FAST_OPTIONS = {"coordinate_descent_tuning": True, "triton.unique_kernel_names": True}
+
+
+def recipe_configs() -> list[CompilerConfig]:
+    """Published recipes as named configs, so anyone can rerun an anchor's setup by name."""
+    c = CompilerConfig
+    sdxl = freeze_options(SDXL_TUTORIAL_OPTIONS)
+    gpt_fast = freeze_options(GPT_FAST_OPTIONS)
+    return [
+        c("sdxl-max-autotune", mode="max-autotune-no-cudagraphs", options=sdxl, fullgraph=True,
+          description="diffusers fast-diffusion tutorial, narrowed: max-autotune GEMMs only (convs on cuDNN, no "
+                      "coordinate descent), conv 1x1 as mm, no epilogue fusion, fullgraph; no CUDA graphs"),
+        c("sdxl-max-autotune-cudagraphs", mode="max-autotune", options=sdxl, fullgraph=True,
+          description="sdxl-max-autotune plus CUDA graphs (the tutorial's mode='max-autotune')"),
+        c("gpt-fast", mode="reduce-overhead", options=gpt_fast, fullgraph=True,
+          description="gpt-fast's generate.py: reduce-overhead (CUDA graphs), fullgraph, coordinate-descent tuning"),
+        c("gpt-fast-max-autotune", mode="max-autotune", options=gpt_fast, fullgraph=True,
+          description="gpt-fast's recipe with max-autotune GEMMs: CUDA graphs, fullgraph, coordinate-descent tuning"),
     ]

@@ -12,7 +12,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
-WORKLOAD_MODULES: list[str] = ["suites.mlp", "suites.diffusion", "suites.llm", "harness.model.training", "suites.gpu"]  # harness.model.training: train_module_only scenario; suites.gpu: the `gpu` suite
+WORKLOAD_MODULES: list[str] = ["suites.mlp", "suites.diffusion", "suites.llm", "harness.model.training", "suites.gpu", "suites.sdxl_pipeline"]  # harness.model.training: train_module_only scenario; suites.gpu: the `gpu` suite
 
 
 class UnknownSuiteError(ValueError):

@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, help="seconds per case before its worker is killed (default: suite's)")
     p.add_argument("--min-time", type=float, help="minimum timed seconds per case (with --min-samples)")
     p.add_argument("--min-samples", type=int, help="minimum samples per variant")
+    p.add_argument("--warmup", type=int, help="untimed calls per variant before sampling (default: the suite's, else 3)")
     p.add_argument("--out", default="results", help="output folder (run file in OUT/runs/, history in OUT/history.sqlite)")
     p.add_argument("--label", default="", help="free-text label stored in the run")
     p.add_argument("--no-ingest", action="store_true", help="do not add the run to OUT/history.sqlite")
@@ -157,6 +158,8 @@ def _policy_overrides(args: argparse.Namespace) -> dict:
         policy["min_time_s"] = args.min_time
     if args.min_samples is not None:
         policy["min_samples"] = args.min_samples
+    if args.warmup is not None:
+        policy["warmup"] = args.warmup
     return policy
 
 

@@ -217,9 +217,15 @@ def _kill_tree(proc: subprocess.Popen) -> None:
         pass
 
 
+# a folder set here is one Inductor cache shared by every case of the run (FX graphs,
+# Triton kernels, autotune results): a warm-cache run, e.g. max-autotune reusing an earlier
+# run's autotuning. Unset (the default), each case gets an empty cache and compiles cold.
+SHARED_CACHE_ENV = "COMPILEBENCH_COMPILE_CACHE_DIR"
+
+
 def worker_env(cache_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)  # empty: every case compiles cold
+    env["TORCHINDUCTOR_CACHE_DIR"] = os.environ.get(SHARED_CACHE_ENV) or str(cache_dir)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
     env.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded at run time
     env.setdefault("TRANSFORMERS_OFFLINE", "1")
