@@ -344,3 +344,16 @@ def test_geomeans_only_over_cases_ok_on_both_sides():
     assert {e["case_id"]: e["reason"] for e in g["excluded"]} == {
         cases[2].case_id: "status ok -> fail_run", cases[3].case_id: "missing: not in head"}
     assert "Excluded 2" in markdown(cmp, cmp.failing())
+
+
+def test_no_machine_drift_verdict_while_the_probe_held_still():
+    """Per-process compares always divide by the probe; a raw change the test cannot confirm
+    on a steady probe is `noisy`/`unchanged`, never `machine drift`."""
+    rng = np.random.default_rng(15)
+    case = synthetic_case(0)
+    base = [synthetic_record(case, rng, probe_median=1e-4, spread=0.3) for _ in range(4)]
+    head = [synthetic_record(case, rng, probe_median=1e-4, spread=0.3, compiled_median=5e-4 * 1.10) for _ in range(4)]
+    result = compare_case(case.case_id, base, head, _defaults())
+    latency = result.metric("latency")
+    assert abs(result.probe_change) < 0.03 and latency.raw_change > 0.05  # beyond the threshold before dividing
+    assert latency.verdict == NOISY

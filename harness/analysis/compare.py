@@ -35,7 +35,13 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.thresholds import COUNT_METRICS, WHOLE_MODEL_WARN, ThresholdConfig, Thresholds
+from harness.analysis.thresholds import (
+    COUNT_METRICS,
+    DEFAULT_PROBE_MOVED,
+    WHOLE_MODEL_WARN,
+    ThresholdConfig,
+    Thresholds,
+)
 from harness.measure.probe import probe_block, relative_slowness
 from harness.model.schema import Record, Run, RunFileError
 
@@ -638,15 +644,17 @@ def _eager_change(base: list[Record], head: list[Record], probe: _MachineProbe |
     return _median_change(b, h)
 
 
-def _attribute_latency(result: CaseResult, probe_steady: bool) -> None:
-    """Name what moved. A latency verdict whose size eager matched (same direction, at least
-    half as large) is a whole-model change: `slower (eager too)` / `faster (eager too)`. A
-    latency change beyond the threshold that the probe normalised away is `machine drift`."""
+def _attribute_latency(result: CaseResult, probe_moved_at: float) -> None:
+    """Name what moved. A latency change beyond the threshold that the probe, having moved
+    by `probe_moved_at` or more, normalised away is `machine drift`. A latency verdict whose
+    size eager matched (same direction, at least half as large) is a whole-model change:
+    `slower (eager too)` / `faster (eager too)`."""
     latency, eager = result.metric("latency"), result.eager_change
     if latency is None or latency.change is None:
         return
+    probe_steady = result.probe_change is None or abs(result.probe_change) < probe_moved_at
     if latency.raw_change is not None and latency.verdict in (UNCHANGED, NOISY) and latency.threshold is not None \
-            and abs(latency.raw_change) >= float(latency.threshold) and result.probe_change is not None:
+            and abs(latency.raw_change) >= float(latency.threshold) and not probe_steady:
         latency.verdict = MACHINE_DRIFT
         said = (f"machine drift: probe {result.probe_change:+.1%}, latency {latency.raw_change:+.1%} before "
                 f"normalising, {latency.change:+.1%} after")
@@ -668,8 +676,8 @@ def _attribute_latency(result: CaseResult, probe_steady: bool) -> None:
 
 
 def _finish_case(result: CaseResult, thresholds: Thresholds | None = None) -> None:
-    latency = result.metric("latency")
-    _attribute_latency(result, probe_steady=latency is None or latency.raw_change is None)
+    moved_at = thresholds.get("probe") if thresholds is not None else None
+    _attribute_latency(result, float(moved_at) if moved_at is not None else DEFAULT_PROBE_MOVED)
     if result.metrics:
         result.verdict = _worst([m.verdict for m in result.metrics]) or UNCHANGED
     if result.verdict == SLOWER_EAGER_TOO and thresholds is not None and thresholds.whole_model == WHOLE_MODEL_WARN:
