@@ -67,7 +67,7 @@ def test_a_preempted_probe_sample_does_not_stop_the_probe():
     clock = FakeClock()
     probe = _fake_probe(clock)
     schedule = ProbeSchedule(probe, budget=0.01, cost_s=probe.warm_up())
-    assert schedule.cost_s == pytest.approx(6e-4)
+    assert schedule.cost_s == pytest.approx(6e-4, rel=0.2)
     original = probe.kernels[0].fn
     calls = []
 

@@ -107,14 +107,16 @@ class MachineProbe:
         self.spent_s += (self.clock() - start) / 1e9
 
     def warm_up(self, passes: int = 3) -> float:
-        """Run every kernel untimed `passes` times; return the cheapest pass's wall seconds
-        (the schedule's cost estimate: the cheapest, so one preempted pass cannot inflate it)."""
+        """Run every kernel once, then `passes` unrecorded samples exactly as `sample()` takes
+        them (timer and sync included); return the cheapest pass's wall seconds: the
+        schedule's cost estimate, the cheapest so that one preempted pass cannot inflate it."""
+        for k in self.kernels:
+            k.fn()
         cheapest = math.inf
         for _ in range(passes):
             start = self.clock()
             for k in self.kernels:
-                for _ in range(k.inner):
-                    k.fn()
+                self.timer(k.fn, k.inner)
             cheapest = min(cheapest, (self.clock() - start) / 1e9)
         return cheapest
 
@@ -135,27 +137,30 @@ def make_probe(device_type: str, torch_device: str, timer: Callable[[Callable[[]
 
 @dataclass
 class ProbeSchedule:
-    """Decides after each timed round whether to probe: whenever the probe's *nominal* cost
-    (samples taken x the cheapest sample seen) is under `budget` of the case's timed seconds
-    so far. Nominal, not measured: on a loaded machine one probe sample can be preempted for
-    milliseconds, and counting that wait (the case would have waited too) would stop the
-    probe exactly when the machine drifts. The record reports the measured share
-    (`share_of_case`) as well."""
+    """Decides after each timed round whether to probe: whenever the probe's typical cost
+    (samples taken x the median sample's cost; the warm-up's cheapest pass until three
+    samples exist) is under `budget` of the case's timed seconds so far. Typical, not
+    summed: on a loaded machine one probe sample can be preempted for milliseconds, and
+    counting that wait (the case would have waited too) would stop the probe exactly when
+    the machine drifts. The record reports the measured share (`share_of_case`) too."""
 
     probe: MachineProbe
     budget: float = DEFAULT_BUDGET
-    cost_s: float = math.inf  # cheapest probe sample seen (start it with warm_up()'s answer)
+    cost_s: float = math.inf  # cost estimate before three samples exist (warm_up()'s answer)
     timed_s: float = 0.0
-    _taken: int = 0
+    _costs: list[float] = field(default_factory=list)
+
+    def typical_cost(self) -> float:
+        if len(self._costs) >= 3:
+            return statistics.median(self._costs)
+        return self.cost_s if math.isfinite(self.cost_s) else 0.0
 
     def after_round(self, round_seconds: float) -> None:
         self.timed_s += round_seconds
-        nominal = (self._taken + 1) * (self.cost_s if math.isfinite(self.cost_s) else 0.0)
-        if nominal <= self.budget * self.timed_s:
+        if (len(self._costs) + 1) * self.typical_cost() <= self.budget * self.timed_s:
             before = self.probe.spent_s
             self.probe.sample()
-            self._taken += 1
-            self.cost_s = min(self.cost_s, self.probe.spent_s - before)
+            self._costs.append(self.probe.spent_s - before)
 
 
 # ---------------------------------------------------------------- reading a record's probe
