@@ -240,3 +240,17 @@ def test_bad_trace_options_are_one_line_errors(capsys):
     assert "--trace-max-mb only applies with --trace" in capsys.readouterr().err
     assert main(["run", "-w", "mlp-deep", "--trace", "--trace-max-mb", "0"]) == 2
     assert "must be a positive number" in capsys.readouterr().err
+
+
+def test_ab_side_rounds_trace_under_their_own_run_ids(tmp_path, monkeypatch):
+    import harness.experiments.ab as ab
+    from harness.run.runner import RunOptions
+
+    seen = []
+    monkeypatch.setattr(ab, "run_worker", lambda case, spec, timeout, **kw: seen.append(kw["trace"]) or Record(case, "ok"))
+    run_opts = RunOptions(workloads=["mlp-classic"], scenarios=["forward"], compilers=["inductor"], devices=["cpu"],
+                          sizes=["tiny"], out_dir=str(tmp_path), trace=True, warm_compile=True)
+    base, head, _ = ab.run_ab(ab.AbOptions(run_opts, "py-a", "py-b", rounds=1), environments={"base": {}, "head": {}})
+    roots = {t.root.name for t in seen}
+    assert roots == {f"{base[0].run_id}", f"{head[0].run_id}"}
+    assert base[0].config["trace"]["dir"].endswith(base[0].run_id) and base[0].config["warm_compile"] is True

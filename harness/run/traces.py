@@ -12,6 +12,7 @@ or timing out) becomes a note in the record's `metrics.trace` and in `notes`.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -85,6 +86,16 @@ def run_tlparse(log: Path, out: Path, timeout_s: float = TLPARSE_TIMEOUT_S) -> t
     return index, None
 
 
+def _share(path: Path) -> None:
+    """torch creates the log 0600; the report that links it is meant to be shared (umask decides)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        os.chmod(path, 0o666 & ~umask)
+    except OSError:
+        pass
+
+
 def finish_trace(trace_dir: Path, max_bytes: int, html: bool = True) -> dict[str, Any]:
     """Cap the logs in `trace_dir` and render them; the record's `metrics.trace` block."""
     logs = sorted(trace_dir.glob("*.log")) if trace_dir.is_dir() else []
@@ -94,6 +105,7 @@ def finish_trace(trace_dir: Path, max_bytes: int, html: bool = True) -> dict[str
         return info
     budget = max_bytes
     for log in logs:
+        _share(log)
         original = cap_log(log, max(budget, 0))
         kept = log.stat().st_size
         budget -= kept
