@@ -68,7 +68,8 @@ class StopSignals:
         if _active is not self:
             return
         for sig, previous in self._previous.items():
-            signal.signal(sig, previous)
+            if previous is not None:  # None: a handler installed outside Python, which cannot be put back
+                signal.signal(sig, previous)
         _active = None
         if self.pending is not None and exc_type is None:
             self.pending = None
