@@ -35,16 +35,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="float32")
     p.add_argument("--rows", default=",".join(ROWS))
     p.add_argument("--steady-calls", type=int, default=30)
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per process (build or row)")
     p.add_argument("--json", help="write the full result here")
     args = p.parse_args(argv)
+    console = Console(width=220)
     result = coldstart(ColdStartOptions(workload=args.workload, size=args.size, batch_size=args.batch_size,
                                         device=args.device, dtype=args.dtype, rows=args.rows.split(","),
-                                        workload_files=args.workload_file, steady_calls=args.steady_calls))
-    console = Console(width=220)
+                                        workload_files=args.workload_file, steady_calls=args.steady_calls,
+                                        timeout_s=args.timeout),
+                       progress=lambda r: console.print(f"  {r['row']} ({r.get('kind', '')}): {r.get('status')} "
+                                                        f"{r.get('error', '')[:300]}", highlight=False))
     console.print(coldstart_table(result))
-    failed = [r for r in result["rows"] + result["builds"] if r.get("status") != "ok"]
+    skipped = [r for r in result["rows"] + result["builds"] if r.get("status") == "skipped"]
+    failed = [r for r in result["rows"] + result["builds"] if r.get("status") not in ("ok", "skipped")]
+    for r in skipped:
+        console.print(f"SKIPPED {r['row']} ({r.get('kind', '')}): {r.get('error', '')[:400]}")
     for r in failed:
-        console.print(f"FAILED {r['row']} ({r.get('kind', '')}): {r.get('error', '')[:400]}")
+        console.print(f"{r.get('status', '').upper()} {r['row']} ({r.get('kind', '')}): {r.get('error', '')[:400]}")
     for r in result["builds"]:
         console.print(f"build {r['row']}: {r.get('ready_s', float('nan')):.1f} s, artifact {r.get('artifact_bytes', 0)} bytes")
     speedups = speedup_vs_cold(result)

@@ -73,6 +73,18 @@ class CompilerConfig:
             return f"compiler {self.name!r}: backend {self.backend!r} records CUDA graphs and needs a CUDA device"
         return None
 
+    def required_features(self) -> tuple[str, ...]:
+        """What the installed torch must offer for this config (feature names of
+        harness.measure.capabilities); the worker skips the case, with the reason, otherwise."""
+        if self.is_eager:
+            return ()
+        needs = ["torch.compile"]
+        if self.regional or self.inplace:
+            needs.append("module_compile")
+        if self.mode is not None and self.options:
+            needs.append("list_mode_options")
+        return tuple(needs)
+
     def compile(self, fn: Callable) -> Callable:
         """Turn `fn` (module or function) into what is measured. Lazy: nothing compiles
         until the first call, which the worker times as the cold compile."""

@@ -277,6 +277,10 @@ def _eager(fn: Any) -> Any:
     eager variant calls, and the eager baseline must stay eager."""
     import torch
 
+    from harness.measure.capabilities import require
+
+    require("set_stance")
+
     def run(*args: Any, **kwargs: Any) -> Any:
         with torch.compiler.set_stance("force_eager"):
             return fn(*args, **kwargs)

@@ -288,6 +288,9 @@ def cache_kwarg(model: Any) -> str:
 
 
 def new_static_cache(model: Any, max_cache_len: int) -> Any:
+    from harness.measure.capabilities import require
+
+    require("static_cache")  # older transformers: a different constructor, the case is skipped
     from transformers import StaticCache
 
     return StaticCache(config=model.config, max_cache_len=max_cache_len)
@@ -650,6 +653,9 @@ def generation_config(model: Any, new_tokens: int, compiler: CompilerConfig | No
     """Greedy, exactly `new_tokens` tokens, static cache. `compiler=None` is the eager
     baseline: `disable_compile`, because generate auto-compiles static-cache forwards on
     CUDA otherwise. Otherwise the forward is compiled through `compile_config`."""
+    from harness.measure.capabilities import require
+
+    require("generation_compile_config")
     from transformers import GenerationConfig
     from transformers.generation.configuration_utils import CompileConfig
 

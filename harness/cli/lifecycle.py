@@ -78,16 +78,26 @@ def cmd_coldstart(args: argparse.Namespace) -> int:
     bad = [r for r in rows if r not in ROWS]
     if bad:
         raise LifecycleError(f"--rows {','.join(bad)}: unknown; rows are {','.join(ROWS)}")
+    console = make_console()
     result = coldstart(ColdStartOptions(workload=args.workload, size=args.size, batch_size=args.batch_size,
                                         device=args.device, dtype=args.dtype, rows=rows, workload_files=args.workload_file,
-                                        steady_calls=args.steady_calls, timeout_s=args.timeout))
-    console = make_console()
+                                        steady_calls=args.steady_calls, timeout_s=args.timeout),
+                       progress=lambda r: console.print(_progress_line(r), highlight=False))
     console.print(coldstart_table(result))
     for r in result["rows"] + result["builds"]:
         if r.get("status") != "ok":
-            console.print(f"[red]{r['row']} ({r.get('kind', '')}): {r.get('status')}: {r.get('error', '')[:500]}")
+            colour = "yellow" if r.get("status") == "skipped" else "red"
+            console.print(f"[{colour}]{r['row']} ({r.get('kind', '')}): {r.get('status')}: {r.get('error', '')[:500]}")
     _write_json(args.json, result)
-    return 1 if _failed(result["rows"] + result["builds"]) else 0
+    # skipped rows (a feature this torch lacks) are answers, not failures
+    return 1 if _failed([r for r in result["rows"] + result["builds"] if r.get("status") != "skipped"]) else 0
+
+
+def _progress_line(r: dict) -> str:
+    """One line per finished row or build, printed as it happens."""
+    ttfr = f", first result {r['ttfr_s']:.2f} s" if r.get("ttfr_s") is not None else ""
+    why = f": {r.get('error', '')[:200]}" if r.get("status") != "ok" else ""
+    return f"  {r['row']} ({r.get('kind', '')}): {r.get('status')} in {r.get('process_wall_s', 0):.1f} s{ttfr}{why}"
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

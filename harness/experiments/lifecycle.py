@@ -33,6 +33,7 @@ _PROCESS_START = time.perf_counter()  # before `import torch`: import time is pa
 
 import hashlib  # noqa: E402
 import json  # noqa: E402
+import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -52,6 +53,14 @@ ROW_LABELS = {
     "aot_compile": "aot_compile load (empty cache)",
     "aot_compile_warm": "aot_compile load (build's cache)",
     "aoti": "AOTInductor load (empty cache)",
+}
+
+
+# what each row needs from the installed torch (harness.measure.capabilities): a row whose
+# feature is missing ends `skipped` with the reason instead of failing
+ROW_FEATURES: dict[str, tuple[str, ...]] = {
+    "jit_cold": ("torch.compile",), "jit_warm": ("torch.compile",), "mega_cache": ("torch.compile", "mega_cache"),
+    "aot_compile": ("aot_compile",), "aot_compile_warm": ("aot_compile",), "aoti": ("aoti",),
 }
 
 
@@ -169,6 +178,11 @@ def run_step(step: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - every failure becomes data
         import traceback
 
+        from compiler import NotApplicableError
+
+        if isinstance(exc, NotApplicableError):  # a feature this torch lacks: skipped, with the reason
+            result.update(status="skipped", error=str(exc))
+            return result
         result["status"] = "failed"
         result["error"] = f"{type(exc).__name__}: {str(exc)[:2000]}"
         result["traceback"] = traceback.format_exc()[-8000:]
@@ -179,11 +193,13 @@ def _run_step(step: dict[str, Any], result: dict[str, Any]) -> None:
     started = time.perf_counter()
     import torch
 
+    from harness.measure.capabilities import capability, enable, require
     from harness.measure.compile_metrics import CompileObserver
     from harness.measure.devices import parse_device
     from harness.model.accuracy import compare_outputs
 
     result["import_s"] = time.perf_counter() - started
+    require(*ROW_FEATURES.get(step["row"], ()))
     device = parse_device(step["device"])
     if device.type == "cpu":
         from harness.measure.worker import probe_cpu_isa
@@ -210,11 +226,13 @@ def _run_step(step: dict[str, Any], result: dict[str, Any]) -> None:
             result["mega_cache_artifacts"] = {k: len(v) for k, v in (info.artifacts if info else {}).items()}
         call = torch.compile(model)
     elif kind == "aot_compile_build":
+        enable("aot_compile")  # torch 2.11 has it behind a flag that is off by default
         with torch.no_grad():
             compiled = torch.compile(model, fullgraph=True).forward.aot_compile((args, kwargs))
         compiled.save_compiled_function(str(artifact), external_data={"model": model})
         call = compiled
     elif kind == "aot_compile_load":
+        enable("aot_compile")
         with open(check_artifact(artifact, step["workdir"], step["sha256"]), "rb") as fh:
             # the module is not pickled into the artifact: this process supplies its own
             call = torch.compiler.load_compiled_function(fh, external_data={"model": model})
@@ -244,7 +262,7 @@ def _run_step(step: dict[str, Any], result: dict[str, Any]) -> None:
         result["cache_layers"]["mega_cache"] = {"used": bool(result.get("mega_cache_loaded")),
                                                 "artifacts": result.get("mega_cache_artifacts", {})}
     result["compile_breakdown_s"] = snap["compile_breakdown_s"]
-    if kind == "jit" and step.get("save_mega"):
+    if kind == "jit" and step.get("save_mega") and capability("mega_cache").available:
         saved = torch.compiler.save_cache_artifacts()
         if saved is not None:
             Path(step["save_mega"]).write_bytes(saved[0])
@@ -290,6 +308,9 @@ def _spawn(step: dict[str, Any], workdir: Path, cache_dir: Path, timeout_s: floa
     spec_path.write_text(json.dumps(step))
     env = {**worker_env(cache_dir), **(extra_env or {})}
     started = time.perf_counter()
+    # faulthandler: a native crash (SIGSEGV in a compiled artifact) still prints the Python
+    # stack it happened under, which lands in the row's error
+    env.setdefault("PYTHONFAULTHANDLER", "1")
     try:
         proc = subprocess.run([sys.executable, "-m", "harness.experiments.lifecycle", str(spec_path), str(out_path)],
                               env=env, cwd=str(PROJECT_ROOT), capture_output=True, timeout=timeout_s, text=True)
@@ -297,17 +318,31 @@ def _spawn(step: dict[str, Any], workdir: Path, cache_dir: Path, timeout_s: floa
     except subprocess.TimeoutExpired as exc:
         rc, stderr = None, f"timed out after {timeout_s:g}s: {exc}"
     wall = time.perf_counter() - started
-    if out_path.exists():
-        result = json.loads(out_path.read_text())
-    else:
-        result = {"row": step["row"], "kind": step["kind"], "status": "crashed",
-                  "error": f"process exited with {rc} and no result: {stderr[-2000:]}"}
+    result = json.loads(out_path.read_text()) if out_path.exists() else _no_result(step, rc, stderr, timeout_s)
     result["process_wall_s"] = wall
     return result
 
 
-def coldstart(opts: ColdStartOptions) -> dict[str, Any]:
-    """Run the cold-start table; returns {'config', 'rows': [...], 'builds': [...]}."""
+def _no_result(step: dict[str, Any], rc: int | None, stderr: str, timeout_s: float) -> dict[str, Any]:
+    """A process that wrote no result: `timeout`, or `crashed` naming the signal or exit code."""
+    if rc is None:
+        return {"row": step["row"], "kind": step["kind"], "status": "timeout",
+                "error": f"process exceeded --timeout {timeout_s:g}s and was killed"}
+    if rc < 0:
+        try:
+            how = f"killed by {signal.Signals(-rc).name} (exit {rc})"
+        except ValueError:
+            how = f"killed by signal {-rc}"
+    else:
+        how = f"exited with code {rc}"
+    return {"row": step["row"], "kind": step["kind"], "status": "crashed", "signal": -rc if rc < 0 else None,
+            "error": f"process {how} without a result; stderr tail: {stderr[-3000:]}"}
+
+
+def coldstart(opts: ColdStartOptions, progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Run the cold-start table; returns {'config', 'rows': [...], 'builds': [...]}.
+    `progress` sees each row and build as it finishes (a long table shows what it has)."""
+    from harness.measure.capabilities import missing_reason
     from harness.model.workloads import get_workload
     from harness.run.runner import default_cache_root, load_registries, workload_modules
 
@@ -331,8 +366,15 @@ def coldstart(opts: ColdStartOptions) -> dict[str, Any]:
     builds: list[dict[str, Any]] = []
 
     def step(row: str, kind: str, cache: str, **extra: Any) -> dict[str, Any]:
-        env = {"AOTI_RUNTIME_CHECK_INPUTS": "1"} if kind.startswith("aoti") else None
-        return _spawn({**base, "row": row, "kind": kind, **extra}, workdir, workdir / cache, opts.timeout_s, env)
+        skip = missing_reason(*ROW_FEATURES[row])  # no process for a row this torch cannot do
+        if skip:
+            result = {"row": row, "kind": kind, "status": "skipped", "error": skip}
+        else:
+            env = {"AOTI_RUNTIME_CHECK_INPUTS": "1"} if kind.startswith("aoti") else None
+            result = _spawn({**base, "row": row, "kind": kind, **extra}, workdir, workdir / cache, opts.timeout_s, env)
+        if progress:
+            progress(result)
+        return result
 
     want = set(opts.rows)
     mega = workdir / "mega-cache.bin"
@@ -342,8 +384,12 @@ def coldstart(opts: ColdStartOptions) -> dict[str, Any]:
         rows["jit_warm"] = step("jit_warm", "jit", "cache-jit")
     if "mega_cache" in want:
         sha = rows["jit_cold"].get("mega_cache_sha256")
-        rows["mega_cache"] = (step("mega_cache", "mega_cache", "cache-mega", artifact=str(mega), sha256=sha) if sha else
-                              {"row": "mega_cache", "status": "failed", "error": "jit_cold saved no Mega-Cache artifacts"})
+        if sha or missing_reason(*ROW_FEATURES["mega_cache"]):
+            rows["mega_cache"] = step("mega_cache", "mega_cache", "cache-mega", artifact=str(mega), sha256=sha)
+        elif rows["jit_cold"].get("status") != "ok":
+            rows["mega_cache"] = _build_failed("mega_cache", rows["jit_cold"])
+        else:
+            rows["mega_cache"] = {"row": "mega_cache", "status": "failed", "error": "jit_cold saved no Mega-Cache artifacts"}
     if want & {"aot_compile", "aot_compile_warm"}:
         fn_path = workdir / "aot_compile.bin"
         build = step("aot_compile", "aot_compile_build", "cache-aot-build", artifact=str(fn_path))
@@ -367,7 +413,11 @@ def coldstart(opts: ColdStartOptions) -> dict[str, Any]:
 
 
 def _build_failed(row: str, build: dict[str, Any]) -> dict[str, Any]:
-    return {"row": row, "status": "failed", "error": f"build step failed: {build.get('error', build.get('status'))}"}
+    """The load row of a build that produced no artifact keeps the build's status
+    (skipped / crashed with its signal / timeout / failed) and says it was the build."""
+    status = build.get("status") if build.get("status") in ("skipped", "crashed", "timeout") else "failed"
+    return {"row": row, "status": status, "signal": build.get("signal"),
+            "error": f"build step {build.get('status')}: {build.get('error', '')}"}
 
 
 def speedup_vs_cold(result: dict[str, Any]) -> dict[str, float]:

@@ -118,8 +118,10 @@ def run_policy(step: dict[str, Any]) -> dict[str, Any]:
         import_workload_module(module)
     for path in step.get("workload_files", []):
         load_workload_file(path)
+    from harness.measure.capabilities import recompile_limit, set_recompile_limit
+
     if step.get("recompile_limit") is not None:
-        torch._dynamo.config.recompile_limit = int(step["recompile_limit"])
+        set_recompile_limit(int(step["recompile_limit"]))
     policy = step["policy"]
     torch.manual_seed(0)
     model = get_workload(step["workload"]).build(WorkloadContext(
@@ -162,7 +164,7 @@ def run_policy(step: dict[str, Any]) -> dict[str, Any]:
     result.update({
         "recompiles": snap["recompiles"], "recompile_reasons": snap["recompile_reasons"],
         "compile_time_total_s": snap["compile_breakdown_s"]["total"], "compiled_frames": snap["compiled_frames"],
-        "recompile_limit": torch._dynamo.config.recompile_limit,
+        "recompile_limit": recompile_limit(),
         "recompile_limit_hit": bool(limit.hits), "recompile_limit_messages": limit.hits,
         "expected_recompiles": expected_recompiles(policy, step["batch_sizes"]) if not step["triggers"] else None,
     })

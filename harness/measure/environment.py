@@ -69,6 +69,10 @@ def capture_environment(devices: list[str] | None = None) -> dict[str, Any]:
         env["torch_num_threads"] = torch.get_num_threads()
     except ImportError:  # pragma: no cover - torch is a hard dependency
         env["torch_version"] = None
+    from harness.measure.capabilities import capabilities_summary
+
+    # which version-dependent features this torch/transformers/diffusers offer (skips cite them)
+    env["capabilities"] = capabilities_summary()
     env["devices"] = {}
     for spec in devices or []:
         dev = parse_device(spec)

@@ -234,7 +234,10 @@ def setup(state: CaseState) -> None:
     avail = device.availability()
     if not avail.available:
         raise CaseSkipped(avail.reason)
-    unsupported = compiler.unsupported_reason(device.type)
+    from harness.measure.capabilities import missing_reason
+
+    # a config that cannot run here, or one that needs a feature this torch lacks
+    unsupported = compiler.unsupported_reason(device.type) or missing_reason(*compiler.required_features())
     if unsupported:
         raise CaseSkipped(unsupported)
     # heavy imports belong to setup, not to the build time of the model

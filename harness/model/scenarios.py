@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from compiler import CompilerConfig
+from compiler import CompilerConfig, NotApplicableError
 from harness.model.workloads import Built, Workload, WorkloadContext
 
 
@@ -143,11 +143,21 @@ def gradients_view(models: dict[str, Any]) -> Callable[[str, Any], Any]:
     return view
 
 
+def require_parameters(model: Any, scenario_name: str, workload_name: str) -> None:
+    """A training scenario on a module without parameters has nothing to train (the optimizer
+    would raise "empty parameter list"): the case is skipped with the reason instead."""
+    params = getattr(model, "parameters", None)
+    if params is None or next(iter(params()), None) is None:
+        raise NotApplicableError(f"scenario {scenario_name!r}: workload {workload_name!r} has no parameters, so there is "
+                                 "nothing to train; run scenario forward, or declare scenarios=('forward',) in @workload")
+
+
 @scenario("train")
 def train(built: Built, wl: Workload, compiler: CompilerConfig, ctx: WorkloadContext) -> Prepared:
     """One training step compiled as a single function, as users compile `train_step`.
     Eager and compiled each own a copy of the model and optimizer from the same initial
     state, so their first steps compare."""
+    require_parameters(built.model, "train", wl.name)
     model_eager = built.model
     model_eager.train()
     model_compiled = copy.deepcopy(model_eager)

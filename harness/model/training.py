@@ -11,7 +11,15 @@ from __future__ import annotations
 import copy
 
 from compiler import CompilerConfig
-from harness.model.scenarios import Prepared, default_loss, gradients_view, make_train_step, scenario, units
+from harness.model.scenarios import (
+    Prepared,
+    default_loss,
+    gradients_view,
+    make_train_step,
+    require_parameters,
+    scenario,
+    units,
+)
 from harness.model.workloads import Built, Workload, WorkloadContext
 
 
@@ -19,6 +27,7 @@ from harness.model.workloads import Built, Workload, WorkloadContext
 def train_module_only(built: Built, wl: Workload, compiler: CompilerConfig, ctx: WorkloadContext) -> Prepared:
     """A training step whose forward (and its backward) is compiled; the optimizer is eager.
     Eager and compiled own copies of the model from the same initial state."""
+    require_parameters(built.model, "train_module_only", wl.name)
     model_eager = built.model
     model_eager.train()
     model_compiled = copy.deepcopy(model_eager)

@@ -1,0 +1,117 @@
+"""Standalone AOTInductor check, no compilebench code: export -> aoti_compile_and_package ->
+aoti_load_package -> call -> compare with eager, each step printed before it starts, so a
+native crash (SIGSEGV) names the step it happened in (faulthandler prints the Python stack).
+
+    python benchmarks/gpu/aoti_repro.py --model mlp --device cuda
+    python benchmarks/gpu/aoti_repro.py --model gpt2 --device cuda --dtype bfloat16
+    python benchmarks/gpu/aoti_repro.py --all --device cuda     # each variant in its own process
+
+GPT-2 is transformers' GPT2LMHeadModel(GPT2Config()) with random weights (124 M params),
+called with use_cache=False and returning the logits, batch 1 x 128 tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+VARIANTS = [  # (model, dtype, AOTI_RUNTIME_CHECK_INPUTS)
+    ("mlp", "float32", "1"), ("gpt2", "bfloat16", "1"), ("gpt2", "bfloat16", "0"),
+]
+
+
+def step(name: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] step: {name}", flush=True)
+
+
+def build(model_name: str, device: str, dtype_name: str):
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    torch.manual_seed(0)
+    if model_name == "mlp":
+        layers = [torch.nn.Linear(64, 256)]
+        for _ in range(7):
+            layers += [torch.nn.LayerNorm(256), torch.nn.GELU(), torch.nn.Linear(256, 256)]
+        model = torch.nn.Sequential(*layers).to(device, dtype).eval()
+        return model, (torch.randn(64, 64, device=device, dtype=dtype),)
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    class Logits(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lm = GPT2LMHeadModel(GPT2Config())
+
+        def forward(self, input_ids):
+            return self.lm(input_ids=input_ids, use_cache=False).logits
+
+    model = Logits().to(device, dtype).eval()
+    return model, (torch.randint(3, 50257, (1, 128), device=device),)
+
+
+def run_one(model_name: str, device: str, dtype_name: str) -> int:
+    faulthandler.enable()
+    import torch
+
+    print(json.dumps({"torch": torch.__version__, "cuda": torch.version.cuda, "model": model_name, "dtype": dtype_name,
+                      "device": device, "AOTI_RUNTIME_CHECK_INPUTS": os.environ.get("AOTI_RUNTIME_CHECK_INPUTS")}),
+          flush=True)
+    step("build model")
+    model, args = build(model_name, device, dtype_name)
+    with torch.no_grad():
+        step("eager call")
+        ref = model(*args)
+        step("torch.export.export")
+        exported = torch.export.export(model, args)
+        path = os.path.join(tempfile.mkdtemp(prefix="aoti-repro-"), "model.pt2")
+        step("torch._inductor.aoti_compile_and_package")
+        t = time.perf_counter()
+        torch._inductor.aoti_compile_and_package(exported, package_path=path)
+        print(f"  packaged {os.path.getsize(path)} bytes in {time.perf_counter() - t:.1f} s", flush=True)
+        step("torch._inductor.aoti_load_package")
+        runner = torch._inductor.aoti_load_package(path)
+        step("first call")
+        out = runner(*args)
+        torch.cuda.synchronize() if device.startswith("cuda") else None
+        step("compare")
+        err = (out.float() - ref.float()).norm() / ref.float().norm()
+        print(f"  relative error vs eager: {err.item():.2e}", flush=True)
+    step("done")
+    return 0
+
+
+def run_all(device: str) -> int:
+    results = []
+    for model_name, dtype_name, check in VARIANTS:
+        env = {**os.environ, "AOTI_RUNTIME_CHECK_INPUTS": check, "PYTHONFAULTHANDLER": "1"}
+        env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="aoti-repro-cache-")
+        started = time.perf_counter()
+        proc = subprocess.run([sys.executable, __file__, "--model", model_name, "--dtype", dtype_name, "--device", device],
+                              env=env, capture_output=True, text=True, check=False)
+        last_step = [ln for ln in proc.stdout.splitlines() if "step:" in ln][-1:] or ["(none)"]
+        results.append({"model": model_name, "dtype": dtype_name, "check_inputs": check, "exit": proc.returncode,
+                        "last_step": last_step[0], "seconds": round(time.perf_counter() - started, 1)})
+        print(f"== {model_name} {dtype_name} AOTI_RUNTIME_CHECK_INPUTS={check}: exit {proc.returncode}", flush=True)
+        print(proc.stdout[-3000:], proc.stderr[-6000:], sep="\n", flush=True)
+    print("SUMMARY " + json.dumps(results), flush=True)
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", choices=("mlp", "gpt2"), default="mlp")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--all", action="store_true", help="every variant, each in a fresh process")
+    args = p.parse_args()
+    return run_all(args.device) if args.all else run_one(args.model, args.device, args.dtype)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

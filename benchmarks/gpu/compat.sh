@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Issue 12 on a CUDA box in one call (< 8 min on one H200 with 16 cores):
+#   phase 1, concurrently (their timings are not clean figures): every named compiler config
+#     on a tiny model (3 runs), the cold-start table of mlp-deep tiny, the standalone
+#     AOTInductor reproducer (benchmarks/gpu/aoti_repro.py --all);
+#   phase 2, alone: the cold-start table of GPT-2 full, bf16, batch 1 x 128 tokens.
+# Run from the repository root (PYTHONPATH=$PWD, compilebench not installed):
+#   OUT=/tmp/out bash benchmarks/gpu/compat.sh
+# Dry run on CPU (a subset; COMPILERS is space-separated, the *_ROWS comma-separated):
+#   OUT=/tmp/o DEVICE=cpu GPT2_SIZE=tiny GPT2_DTYPE=float32 COMPILERS="eager inductor cudagraphs" \
+#     MLP_ROWS=jit_cold,aot_compile GPT2_ROWS=aoti REPRO="--model mlp" bash benchmarks/gpu/compat.sh
+# Writes $OUT/compat.log (everything below) and $OUT/compat.tar.gz (run files, cold-start JSON, logs).
+set -uo pipefail
+: "${OUT:?set OUT to an output folder}"
+DEVICE=${DEVICE:-cuda}
+GPT2_SIZE=${GPT2_SIZE:-full}
+GPT2_DTYPE=${GPT2_DTYPE:-bfloat16}
+PHASE1_S=${PHASE1_S:-210}
+PHASE2_S=${PHASE2_S:-220}
+MLP_ROWS=${MLP_ROWS:-jit_cold,jit_warm,mega_cache,aot_compile,aot_compile_warm,aoti}
+GPT2_ROWS=${GPT2_ROWS:-jit_cold,jit_warm,mega_cache,aot_compile,aoti}
+REPRO=${REPRO:---all}
+PY=${PYTHON:-python3}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+WORK=$(mktemp -d /tmp/compat-XXXX)
+mkdir -p "$OUT"
+date -u +"%Y-%m-%dT%H:%M:%SZ"
+(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true) 2>&1
+"$PY" - <<'PY'
+import json, platform, os, torch
+from harness.measure.capabilities import capabilities_summary
+s = capabilities_summary()
+print(json.dumps({"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+                  "cpus": os.cpu_count(), **s["versions"], "missing_features": s["missing"]}))
+PY
+names=${COMPILERS:-$("$PY" -c "from compiler.configs import builtin_configs; print(' '.join(c.name for c in builtin_configs()))")}
+autotune=$(tr ' ' '\n' <<<"$names" | grep max-autotune | paste -sd, -)
+rest=($(tr ' ' '\n' <<<"$names" | grep -v max-autotune))
+half=$(( ${#rest[@]} / 2 ))
+set_a=$(IFS=,; echo "${rest[*]:0:$half}")
+set_b=$(IFS=,; echo "${rest[*]:$half}")
+matrix() {  # tag, compilers
+  timeout -s TERM "$PHASE1_S" "$PY" -m harness run -w mlp-blocks --workload-file benchmarks/gpu/compat_workloads.py \
+    --scenario forward --size tiny --device "$DEVICE" -c "$2" --min-time 0.1 --min-samples 10 --timeout 180 \
+    --out "$WORK/matrix-$1" --no-ingest --label "compat-matrix-$1" > "$WORK/matrix-$1.log" 2>&1
+  echo "matrix $1 ($2): exit $?"
+}
+echo "== phase 1: compiler matrix [$set_a] [$set_b] [$autotune], mlp-deep cold start, AOTI reproducer"
+start=$(date +%s)
+matrix a "$set_a" & matrix b "$set_b" & matrix c "$autotune" &
+(timeout -s TERM "$PHASE1_S" "$PY" -m harness coldstart -w mlp-deep --size tiny --device "$DEVICE" --steady-calls 50 \
+   --rows "$MLP_ROWS" --timeout 150 --json "$WORK/coldstart-mlp-deep.json" > "$WORK/coldstart-mlp-deep.log" 2>&1; echo "coldstart mlp-deep: exit $?") &
+(timeout -s TERM "$PHASE1_S" "$PY" benchmarks/gpu/aoti_repro.py $REPRO --device "$DEVICE" > "$WORK/aoti-repro.log" 2>&1;
+ echo "aoti repro: exit $?") &
+wait
+echo "phase 1: $(( $(date +%s) - start )) s"
+echo "== phase 2: GPT-2 cold start ($GPT2_SIZE, $GPT2_DTYPE), alone"
+start=$(date +%s)
+timeout -s TERM "$PHASE2_S" "$PY" -m harness coldstart -w gpt2-prefill-logits --workload-file benchmarks/gpu/coldstart_workloads.py \
+  --size "$GPT2_SIZE" --dtype "$GPT2_DTYPE" --batch-size 1 --steady-calls 50 --timeout 150 \
+  --rows "$GPT2_ROWS" --json "$WORK/coldstart-gpt2.json" > "$WORK/coldstart-gpt2.log" 2>&1
+echo "coldstart gpt2: exit $? in $(( $(date +%s) - start )) s"
+for f in "$WORK"/matrix-*.log "$WORK"/coldstart-*.log; do echo "---- $(basename "$f")"; tail -n 40 "$f"; done
+echo "---- aoti-repro.log"; grep -E "^== |SUMMARY|step:|Fatal|Segmentation|File \"" "$WORK/aoti-repro.log" | tail -n 60
+"$PY" - "$WORK" <<'PY'
+import glob, json, sys
+for path in sorted(glob.glob(sys.argv[1] + "/matrix-*/runs/*.json")):
+    for r in json.load(open(path))["records"]:
+        c, m, e = r["case"], r.get("metrics") or {}, r.get("error") or {}
+        print(f"{c['compiler']:38s} {r['status']:12s} compile {m.get('compile_time_s') or 0:7.2f} s  "
+              f"speedup {m.get('speedup') or 0:5.2f}  {(e.get('message') or '')[:150]}")
+PY
+tar czf "$OUT/compat.tar.gz" -C "$WORK" --exclude='cache-*' --exclude='*.pt2' --exclude='*.bin' --exclude='*.so' . 2>/dev/null
+ls -la "$OUT"
