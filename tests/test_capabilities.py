@@ -15,6 +15,9 @@ from harness.measure import capabilities as caps
 from harness.measure.capabilities import FEATURES, Capability, Inspector, probe
 from harness.measure.worker import run_case
 
+# torch-version-sensitive: `pytest -m compat` / `tox -e compat` run these on the installed torch
+pytestmark = pytest.mark.compat
+
 ROOT = Path(__file__).resolve().parent.parent
 FAST_POLICY = {"warmup": 1, "min_samples": 3, "min_time_s": 0.0, "max_samples": 5, "max_time_s": 2.0}
 
@@ -39,7 +42,6 @@ def test_source_and_live_probes_agree_on_the_installed_packages():
     assert source == live
 
 
-@pytest.mark.compat
 def test_everything_the_harness_uses_is_available_on_a_supported_torch():
     summary = caps.capabilities_summary()
     assert summary["missing"] == [], {n: f["detail"] for n, f in summary["features"].items() if not f["available"]}

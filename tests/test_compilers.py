@@ -28,6 +28,9 @@ from compiler.regional import find_regions
 from compiler.toml_loader import load_compiler_file
 from harness.measure.worker import run_case
 
+# torch-version-sensitive: `pytest -m compat` / `tox -e compat` run these on the installed torch
+pytestmark = pytest.mark.compat
+
 FAST_POLICY = {"warmup": 1, "min_samples": 3, "min_time_s": 0.0, "max_samples": 5, "max_time_s": 2.0}
 ISSUE_NAMES = ("eager", "inductor", "inductor-reduce-overhead", "inductor-max-autotune",
                "inductor-max-autotune-no-cudagraphs", "aot_eager", "cudagraphs")

@@ -26,6 +26,7 @@ def mlp_run(tmp_path_factory):
                 sizes=["tiny"]), out
 
 
+@pytest.mark.compat  # compile metrics
 def test_mlp_eager_vs_inductor_forward_and_train(mlp_run):
     run, out = mlp_run
     by_scenario = {r.case.scenario: r for r in run.records}
@@ -49,6 +50,7 @@ def test_mlp_eager_vs_inductor_forward_and_train(mlp_run):
     assert load_run(out / "runs" / f"{run.run_id}.json").to_dict()["records"][0]["case_id"]
 
 
+@pytest.mark.compat  # compile metrics
 def test_known_graph_breaks_are_counted_exactly(results_dir):
     run = _run(results_dir, workloads=["known-breaks"], workload_files=[WORKLOADS], compilers=["inductor"])
     (r,) = run.records

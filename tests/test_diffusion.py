@@ -21,6 +21,9 @@ from harness.run.runner import RunOptions, execute, plan_cases
 from suites import diffusion as dif
 from suites import get_suite
 
+# torch-version-sensitive: `pytest -m compat` / `tox -e compat` run these on the installed torch
+pytestmark = pytest.mark.compat
+
 SDXL_UNET_PARAMS = 2_567_463_684  # stabilityai/stable-diffusion-xl-base-1.0 unet
 SD15_UNET_PARAMS = 859_520_964
 SDXL_VAE_PARAMS = 83_653_863

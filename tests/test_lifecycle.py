@@ -14,6 +14,9 @@ from harness.experiments.lifecycle import (
 )
 from harness.experiments.shapes import SweepOptions, expected_recompiles, sweep
 
+# torch-version-sensitive: `pytest -m compat` / `tox -e compat` run these on the installed torch
+pytestmark = pytest.mark.compat
+
 
 def test_expected_recompiles_per_policy():
     assert expected_recompiles("static", [2, 4, 8, 4]) == 2  # distinct shapes - 1
@@ -108,3 +111,15 @@ def test_cli_rejects_bad_lifecycle_options(capsys):
     assert main(["sweep", "--policies", "sometimes"]) == 2
     err = capsys.readouterr().err
     assert "--rows bogus: unknown" in err and "--policies sometimes: unknown" in err
+
+
+def test_a_process_killed_by_a_signal_is_a_crashed_row_naming_it_and_its_load_row_keeps_it():
+    from harness.experiments.lifecycle import row_of_failed_build, row_without_result
+
+    build = row_without_result({"row": "aoti", "kind": "aoti_build"}, -11, "Fatal Python error: Segmentation fault", 60.0)
+    assert build["status"] == "crashed" and build["signal"] == 11
+    assert "killed by SIGSEGV (exit -11)" in build["error"] and "Segmentation fault" in build["error"]
+    row = row_of_failed_build("aoti", build)
+    assert row["status"] == "crashed" and row["signal"] == 11 and "SIGSEGV" in row["error"]
+    timeout = row_without_result({"row": "jit_cold", "kind": "jit"}, None, "", 5.0)
+    assert timeout["status"] == "timeout" and "--timeout 5s" in timeout["error"]

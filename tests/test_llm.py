@@ -9,6 +9,9 @@ import torch
 import suites.llm as llm
 from harness.model.workloads import WorkloadContext
 
+# torch-version-sensitive: `pytest -m compat` / `tox -e compat` run these on the installed torch
+pytestmark = pytest.mark.compat
+
 # published parameter counts of the shipped full-size architectures
 FULL_PARAMS = {
     "llama-3.1-8b": 8_030_261_248,

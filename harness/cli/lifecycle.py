@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                   "aot_compile_warm,aoti")
     p.add_argument("--steady-calls", type=int, default=30)
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per process")
+    p.add_argument("--workdir", metavar="DIR", help="keep artifacts, caches and each row's result JSON here "
+                                                     "(default: a temporary folder, removed at the end)")
     p.add_argument("--json", metavar="PATH", help="also write the full result as JSON")
     p.set_defaults(func=cmd_coldstart)
 
@@ -81,7 +83,7 @@ def cmd_coldstart(args: argparse.Namespace) -> int:
     console = make_console()
     result = coldstart(ColdStartOptions(workload=args.workload, size=args.size, batch_size=args.batch_size,
                                         device=args.device, dtype=args.dtype, rows=rows, workload_files=args.workload_file,
-                                        steady_calls=args.steady_calls, timeout_s=args.timeout),
+                                        steady_calls=args.steady_calls, timeout_s=args.timeout, workdir=args.workdir),
                        progress=lambda r: console.print(_progress_line(r), highlight=False))
     console.print(coldstart_table(result))
     for r in result["rows"] + result["builds"]:

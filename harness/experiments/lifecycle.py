@@ -239,7 +239,12 @@ def _run_step(step: dict[str, Any], result: dict[str, Any]) -> None:
     elif kind == "aoti_build":
         exported = torch.export.export(model, args, kwargs)
         torch._inductor.aoti_compile_and_package(exported, package_path=str(artifact))
-        call = torch._inductor.aoti_load_package(str(artifact))
+        # package only: on the H200 (torch 2.11.0+cu130) AOTIModelPackageLoader segfaulted in
+        # the process that had just compiled the package (docs/COMPILERS.md has the
+        # reproducer); the aoti row loads it in a fresh process, which is what it measures
+        result["ready_s"] = time.perf_counter() - t
+        _record_artifact(result, artifact)
+        return
     elif kind == "aoti_load":
         call = torch._inductor.aoti_load_package(str(check_artifact(artifact, step["workdir"], step["sha256"])))
     else:
@@ -262,25 +267,37 @@ def _run_step(step: dict[str, Any], result: dict[str, Any]) -> None:
         result["cache_layers"]["mega_cache"] = {"used": bool(result.get("mega_cache_loaded")),
                                                 "artifacts": result.get("mega_cache_artifacts", {})}
     result["compile_breakdown_s"] = snap["compile_breakdown_s"]
+    # seconds spent after the first result, per task: a slow row says where (not in TTFR)
+    after = result["after_first_result_s"] = {}
+    t = time.perf_counter()
     if kind == "jit" and step.get("save_mega") and capability("mega_cache").available:
         saved = torch.compiler.save_cache_artifacts()
         if saved is not None:
             Path(step["save_mega"]).write_bytes(saved[0])
             result["mega_cache_bytes"] = len(saved[0])
             result["mega_cache_sha256"] = sha256_of(step["save_mega"])
-    if artifact is not None and artifact.exists():
-        result["artifact_bytes"] = artifact.stat().st_size
-        result["artifact_sha256"] = sha256_of(artifact)
+        after["mega_cache_save"] = time.perf_counter() - t
+    _record_artifact(result, artifact)
     if kind in ("aot_compile_load", "aoti_load"):
+        t = time.perf_counter()
         result["wrong_shape"] = _wrong_shape_check(step, call, model)
+        after["wrong_shape_check"] = time.perf_counter() - t
     if not kind.endswith("_build"):
         def eager_call() -> Any:
             with torch.no_grad():
                 return model(*args, **kwargs)
 
+        t = time.perf_counter()
         medians = _steady({"eager": eager_call, "artifact": first}, device, step.get("steady_calls", 30))
         result["steady_eager_s"], result["steady_s"] = medians["eager"], medians["artifact"]
+        after["steady_state"] = time.perf_counter() - t
     result["process_to_ready_s"] = time.perf_counter() - _PROCESS_START
+
+
+def _record_artifact(result: dict[str, Any], artifact: Path | None) -> None:
+    if artifact is not None and artifact.exists():
+        result["artifact_bytes"] = artifact.stat().st_size
+        result["artifact_sha256"] = sha256_of(artifact)
 
 
 def child_main(argv: Sequence[str]) -> int:
@@ -318,12 +335,12 @@ def _spawn(step: dict[str, Any], workdir: Path, cache_dir: Path, timeout_s: floa
     except subprocess.TimeoutExpired as exc:
         rc, stderr = None, f"timed out after {timeout_s:g}s: {exc}"
     wall = time.perf_counter() - started
-    result = json.loads(out_path.read_text()) if out_path.exists() else _no_result(step, rc, stderr, timeout_s)
+    result = json.loads(out_path.read_text()) if out_path.exists() else row_without_result(step, rc, stderr, timeout_s)
     result["process_wall_s"] = wall
     return result
 
 
-def _no_result(step: dict[str, Any], rc: int | None, stderr: str, timeout_s: float) -> dict[str, Any]:
+def row_without_result(step: dict[str, Any], rc: int | None, stderr: str, timeout_s: float) -> dict[str, Any]:
     """A process that wrote no result: `timeout`, or `crashed` naming the signal or exit code."""
     if rc is None:
         return {"row": step["row"], "kind": step["kind"], "status": "timeout",
@@ -387,7 +404,7 @@ def coldstart(opts: ColdStartOptions, progress: Callable[[dict[str, Any]], None]
         if sha or missing_reason(*ROW_FEATURES["mega_cache"]):
             rows["mega_cache"] = step("mega_cache", "mega_cache", "cache-mega", artifact=str(mega), sha256=sha)
         elif rows["jit_cold"].get("status") != "ok":
-            rows["mega_cache"] = _build_failed("mega_cache", rows["jit_cold"])
+            rows["mega_cache"] = row_of_failed_build("mega_cache", rows["jit_cold"])
         else:
             rows["mega_cache"] = {"row": "mega_cache", "status": "failed", "error": "jit_cold saved no Mega-Cache artifacts"}
     if want & {"aot_compile", "aot_compile_warm"}:
@@ -397,13 +414,13 @@ def coldstart(opts: ColdStartOptions, progress: Callable[[dict[str, Any]], None]
         for row, cache in (("aot_compile", "cache-aot-load"), ("aot_compile_warm", "cache-aot-build")):
             if row in want:
                 rows[row] = (step(row, "aot_compile_load", cache, artifact=str(fn_path), sha256=build["artifact_sha256"])
-                             if build.get("artifact_sha256") else _build_failed(row, build))
+                             if build.get("artifact_sha256") else row_of_failed_build(row, build))
     if "aoti" in want:
         pkg = workdir / "model.pt2"
         build = step("aoti", "aoti_build", "cache-aoti-build", artifact=str(pkg))
         builds.append(build)
         rows["aoti"] = (step("aoti", "aoti_load", "cache-aoti-load", artifact=str(pkg), sha256=build["artifact_sha256"])
-                        if build.get("artifact_sha256") else _build_failed("aoti", build))
+                        if build.get("artifact_sha256") else row_of_failed_build("aoti", build))
     ordered = [rows[r] for r in ROWS if r in rows and (r in want)]
     if owned:
         import shutil
@@ -412,7 +429,7 @@ def coldstart(opts: ColdStartOptions, progress: Callable[[dict[str, Any]], None]
     return {"config": {**base, "rows": list(opts.rows)}, "rows": ordered, "builds": builds}
 
 
-def _build_failed(row: str, build: dict[str, Any]) -> dict[str, Any]:
+def row_of_failed_build(row: str, build: dict[str, Any]) -> dict[str, Any]:
     """The load row of a build that produced no artifact keeps the build's status
     (skipped / crashed with its signal / timeout / failed) and says it was the build."""
     status = build.get("status") if build.get("status") in ("skipped", "crashed", "timeout") else "failed"
