@@ -80,7 +80,7 @@ class CompilerConfig:
             return ()
         needs = ["torch.compile"]
         if self.regional or self.inplace:
-            needs.append("module_compile")
+            needs += ["module_compile", "set_stance"]  # the eager variant of the same module runs under force_eager
         if self.mode is not None and self.options:
             needs.append("list_mode_options")
         return tuple(needs)

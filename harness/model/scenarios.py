@@ -90,7 +90,24 @@ def forward(built: Built, wl: Workload, compiler: CompilerConfig, ctx: WorkloadC
         return run
 
     compiled = None if compiler.is_eager else call(compiler.compile(model))
-    return Prepared(eager=call(model), compiled=compiled, units_per_call=units(built, ctx), unit=wl.unit)
+    eager = call(model)
+    if compiler.inplace or compiler.regional:
+        # both compile the very module the eager variant calls: without this the "eager"
+        # first call would compile it (and every eager round would run compiled code)
+        eager = force_eager(eager)
+    return Prepared(eager=eager, compiled=compiled, units_per_call=units(built, ctx), unit=wl.unit)
+
+
+def force_eager(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """`fn` with Dynamo off (torch.compiler.set_stance("force_eager"); the worker checks the
+    capability before any scenario runs: CompilerConfig.required_features)."""
+    import torch
+
+    def run() -> Any:
+        with torch.compiler.set_stance("force_eager"):
+            return fn()
+
+    return run
 
 
 def default_loss(output: Any) -> Any:
