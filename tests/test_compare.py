@@ -357,3 +357,31 @@ def test_no_machine_drift_verdict_while_the_probe_held_still():
     latency = result.metric("latency")
     assert abs(result.probe_change) < 0.03 and latency.raw_change > 0.05  # beyond the threshold before dividing
     assert latency.verdict == NOISY
+
+
+def test_descheduled_samples_are_left_out():
+    """Half of head's samples spanned a neighbour's 20 ms time slice (wall 20 ms, CPU 0.5 ms,
+    as measured on the loaded 2-core box): with per-sample CPU seconds they are left out and
+    the A/A stays unchanged; without them the same samples read as a huge regression."""
+    rng = np.random.default_rng(16)
+    case = synthetic_case(0)
+    base, head = synthetic_record(case, rng), synthetic_record(case, rng)
+    for rec in (base, head):
+        for block in (rec.eager, rec.compiled):
+            block["cpu_samples_s"] = list(block["samples_s"])
+    for i in range(0, 100, 2):
+        head.compiled["samples_s"][i] = 0.02  # the call took 0.5 ms of CPU, the sample 20 ms of wall
+    result = compare_case(case.case_id, [base], [head], _defaults())
+    assert result.metric("latency").verdict == UNCHANGED and result.metric("speedup").n_head == 50
+    for block in (head.eager, head.compiled):
+        del block["cpu_samples_s"]
+    assert compare_case(case.case_id, [base], [head], _defaults()).metric("latency").verdict == REGRESSION
+
+
+def test_descheduled_filter_stands_down_when_almost_nothing_ran():
+    from harness.analysis.compare import _samples
+
+    wall = [1e-3] * 10
+    assert _samples({"samples_s": wall, "cpu_samples_s": [1e-5] * 9 + [1e-3]}).size == 10
+    assert _samples({"samples_s": wall, "cpu_samples_s": [1e-5] * 5 + [1e-3] * 5}).size == 5
+    assert _samples({"samples_s": wall, "cpu_samples_s": [1e-3] * 3}).size == 10  # misaligned: ignored

@@ -137,3 +137,21 @@ def test_cpu_kernel_set_runs_for_real():
     assert set(probe.samples) == {"gemm", "pointwise", "python"}
     assert all(len(v) == 5 and min(v) > 0 for v in probe.samples.values())
     assert probe_score(probe_block({"machine_probe": probe.to_dict()})) > 0
+
+
+def test_host_timer_reports_cpu_seconds_and_the_loop_keeps_them_aligned():
+    from harness.measure.timing import HostTimer
+
+    wall, cpu = FakeClock(), FakeClock()
+
+    def call():
+        wall.run(1e-3)
+        cpu.run(2.5e-4)  # descheduled for three quarters of the call
+
+    timer = HostTimer(clock=wall, cpu_clock=cpu)
+    cpu_samples: dict[str, list[float]] = {}
+    samples = measure_interleaved({"eager": call, "compiled": call}, timer,
+                                  StopPolicy(warmup=0, min_samples=4, min_time_s=0.0), clock=wall,
+                                  cpu_samples=cpu_samples)
+    assert samples["eager"] == pytest.approx([1e-3] * 4) and cpu_samples["eager"] == pytest.approx([2.5e-4] * 4)
+    assert len(cpu_samples["compiled"]) == len(samples["compiled"])

@@ -61,7 +61,9 @@ DEFAULT_FAIL_ON = (REGRESSION, SLOWER_EAGER_TOO, NOW_FAILING)
 MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST = 4
 BOOTSTRAP_RESAMPLES = 1000
 SMALL_SAMPLE = 64  # below this, bootstrap by plain resampling
-DRIFT_SHARE = 0.5  # eager moving by this share of a latency change explains it as drift
+DRIFT_SHARE = 0.5  # eager moving by this share of a latency change: a whole-model change
+RAN_SHARE = 0.5  # a sample whose process ran less than this share of it was descheduled
+MIN_RAN_FRACTION = 0.25  # below this share of samples left, the descheduled filter stands down
 
 # environment fields that make a comparison meaningless when they differ
 HARDWARE_FIELDS = ("machine", "cpu_model", "device names")
@@ -201,29 +203,63 @@ def _dict(value: Any) -> Mapping[str, Any]:
 
 
 def _samples(block: Any) -> np.ndarray:
-    """Finite, positive per-call samples of a variant block (empty when there are none)."""
+    """Finite, positive per-call samples of a variant block, without the descheduled ones
+    (empty when there are none)."""
+    values, keep = _clean(block)
+    return values[keep]
+
+
+def _clean(block: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(samples as recorded, mask of the ones to use). A sample is used when it is finite and
+    positive and, where the worker recorded CPU seconds per sample, the process ran for at
+    least RAN_SHARE of it: on a loaded machine a sample that spans a neighbour's time slice
+    lasts 20x the call and measures the run queue, not the code. When more than
+    1 - MIN_RAN_FRACTION of a variant's samples were descheduled, all valid samples are kept
+    (too few left to judge from) and the spread speaks for itself."""
     raw = _dict(block).get("samples_s")
     if not isinstance(raw, (list, tuple)):
-        return np.empty(0)
+        return np.empty(0), np.zeros(0, dtype=bool)
     try:
         a = np.asarray(raw, dtype=float)  # the common case, at C speed
     except (TypeError, ValueError):
         a = np.asarray([float(v) for v in raw if isinstance(v, (int, float))], dtype=float)
+        return a, np.isfinite(a) & (a > 0)
     if a.ndim != 1:
-        return np.empty(0)
-    return a[np.isfinite(a) & (a > 0)]
+        return np.empty(0), np.zeros(0, dtype=bool)
+    valid = np.isfinite(a) & (a > 0)
+    ran = _ran(_dict(block).get("cpu_samples_s"), a)
+    if ran is not None:
+        keep = valid & ran
+        if keep.sum() >= max(2, MIN_RAN_FRACTION * valid.sum()):
+            return a, keep
+    return a, valid
+
+
+def _ran(cpu_raw: Any, wall: np.ndarray) -> np.ndarray | None:
+    """Per sample: did the process run for at least RAN_SHARE of it (None: not recorded)."""
+    if not isinstance(cpu_raw, (list, tuple)) or len(cpu_raw) != wall.size:
+        return None
+    try:
+        cpu = np.asarray(cpu_raw, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(cpu) & (cpu >= RAN_SHARE * wall)
 
 
 def _timing_samples(record: Record, metric: str) -> np.ndarray | None:
-    eager, compiled = _samples(record.eager), _samples(record.compiled)
     if metric == "latency":
+        eager, compiled = _samples(record.eager), _samples(record.compiled)
         samples = compiled if compiled.size else eager
         return samples if samples.size else None
-    # speedup: paired per-round ratios (the worker interleaves eager and compiled rounds)
-    if not eager.size or not compiled.size:
+    # speedup: paired per-round ratios (the worker interleaves eager and compiled rounds);
+    # a round is dropped when either half of it was descheduled
+    (ea, ek), (ca, ck) = _clean(record.eager), _clean(record.compiled)
+    n = min(ea.size, ca.size)
+    if not n:
         return None
-    n = min(eager.size, compiled.size)
-    return eager[:n] / compiled[:n]
+    keep = ek[:n] & ck[:n]
+    return (ea[:n][keep] / ca[:n][keep]) if keep.any() else None
 
 
 def _scalar(record: Record, metric: str) -> float | None:

@@ -33,19 +33,28 @@ class StopPolicy:
 
 
 class HostTimer:
-    """Times `fn` with the host clock, synchronising the device around the timed region."""
+    """Times `fn` with the host clock, synchronising the device around the timed region.
+    Also keeps the process CPU seconds of the last sample (`last_cpu_s`): a sample whose
+    process barely ran (descheduled by a neighbour for a whole time slice) is a measure of
+    the machine's queue, not of the code, and compare leaves it out (docs/GATING.md)."""
 
-    def __init__(self, sync: Callable[[], None] = lambda: None, clock: Clock = time.perf_counter_ns):
+    def __init__(self, sync: Callable[[], None] = lambda: None, clock: Clock = time.perf_counter_ns,
+                 cpu_clock: Clock = time.process_time_ns):
         self.sync = sync
         self.clock = clock
+        self.cpu_clock = cpu_clock
+        self.last_cpu_s: float | None = None
 
     def __call__(self, fn: Callable[[], Any], inner: int = 1) -> float:
         self.sync()
+        cpu_start = self.cpu_clock()
         start = self.clock()
         for _ in range(inner):
             fn()
         self.sync()
-        return (self.clock() - start) / 1e9 / inner
+        end = self.clock()
+        self.last_cpu_s = (self.cpu_clock() - cpu_start) / 1e9 / inner
+        return (end - start) / 1e9 / inner
 
 
 class EventTimer:
@@ -82,10 +91,13 @@ def measure_interleaved(
     clock: Clock = time.perf_counter_ns,
     inner: dict[str, int] | None = None,
     after_round: Callable[[float], None] | None = None,
+    cpu_samples: dict[str, list[float]] | None = None,
 ) -> dict[str, list[float]]:
     """Return raw per-call seconds per variant. Order alternates every round (ABBA...) so
     neither variant always runs right after the other. `after_round(seconds timed in the
-    round)` runs between rounds, outside every timed region (the machine-speed probe)."""
+    round)` runs between rounds, outside every timed region (the machine-speed probe).
+    `cpu_samples`, when given, receives each sample's process CPU seconds from timers that
+    report them (`last_cpu_s`), index-aligned with the wall samples."""
     names = list(variants)
     for name in names:
         for _ in range(policy.warmup):
@@ -101,6 +113,9 @@ def measure_interleaved(
         for name in order:
             seconds = timer(variants[name], inner[name])
             samples[name].append(seconds)
+            cpu = getattr(timer, "last_cpu_s", None)
+            if cpu_samples is not None and cpu is not None:
+                cpu_samples.setdefault(name, []).append(cpu)
             round_s += seconds * inner[name]
         timed_total += round_s
         round_no += 1

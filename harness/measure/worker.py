@@ -73,6 +73,7 @@ class CaseState:
     warm_snapshot: dict[str, Any] | None = None
     inner: dict[str, int] = field(default_factory=dict)
     samples: dict[str, list[float]] = field(default_factory=dict)
+    cpu_samples: dict[str, list[float]] = field(default_factory=dict)  # process CPU seconds, aligned with samples
     break_costs: dict[str, Any] | None = None
 
     @property
@@ -206,10 +207,15 @@ def exception_info(exc: BaseException, phase: str) -> dict[str, Any]:
     return error_info(type(exc).__name__, str(exc)[:4000], phase=phase, traceback=trace)
 
 
-def _variant_block(samples: list[float], first_call_s: float, inner: int, memory: dict[str, Any]) -> dict[str, Any]:
+def _variant_block(samples: list[float], first_call_s: float, inner: int, memory: dict[str, Any],
+                   cpu_samples: list[float] | None = None) -> dict[str, Any]:
     from harness.model.stats import summarize
 
-    return {"samples_s": samples, "first_call_s": first_call_s, "inner_loops": inner, "summary": summarize(samples), **memory}
+    block = {"samples_s": samples, "first_call_s": first_call_s, "inner_loops": inner, "summary": summarize(samples),
+             **memory}
+    if cpu_samples is not None and len(cpu_samples) == len(samples):
+        block["cpu_samples_s"] = cpu_samples  # process CPU seconds per sample: compare spots descheduled ones
+    return block
 
 
 def _import_workloads(spec: dict[str, Any]) -> None:
@@ -335,8 +341,10 @@ def measure(state: CaseState) -> None:
     state.warm_snapshot = state.observer.snapshot() if state.observer else None
     state.inner = {name: calibrate_inner(timer, fn, policy.target_sample_s) for name, fn in state.variants.items()}
     probe = _start_probe(state.spec, device, timer, state.clock)
+    state.cpu_samples = {}
     state.samples = measure_interleaved(state.variants, timer, replace(policy, warmup=0), state.clock, state.inner,
-                                        after_round=probe.after_round if isinstance(probe, ProbeSchedule) else None)
+                                        after_round=probe.after_round if isinstance(probe, ProbeSchedule) else None,
+                                        cpu_samples=state.cpu_samples)
     if isinstance(probe, ProbeSchedule):
         state.record.metrics[PROBE_KEY] = probe.probe.to_dict(probe.timed_s)
     elif probe:
@@ -361,10 +369,11 @@ def memory(state: CaseState) -> None:
     """Peak memory per variant in a pass of its own; with the samples, the timing blocks."""
     mem = {name: memory_pass(state.device, fn) for name, fn in state.variants.items()}
     record = state.record
-    record.eager = _variant_block(state.samples["eager"], state.eager_first_s, state.inner["eager"], mem["eager"])
+    record.eager = _variant_block(state.samples["eager"], state.eager_first_s, state.inner["eager"], mem["eager"],
+                                  state.cpu_samples.get("eager"))
     if state.compiled_first_s is not None:
         record.compiled = _variant_block(state.samples["compiled"], state.compiled_first_s,
-                                         state.inner["compiled"], mem["compiled"])
+                                         state.inner["compiled"], mem["compiled"], state.cpu_samples.get("compiled"))
 
 
 def break_cost(state: CaseState) -> None:
