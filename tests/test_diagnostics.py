@@ -254,3 +254,19 @@ def test_ab_side_rounds_trace_under_their_own_run_ids(tmp_path, monkeypatch):
     roots = {t.root.name for t in seen}
     assert roots == {f"{base[0].run_id}", f"{head[0].run_id}"}
     assert base[0].config["trace"]["dir"].endswith(base[0].run_id) and base[0].config["warm_compile"] is True
+
+
+def test_a_backward_compile_entry_does_not_hide_its_frame():
+    from harness.measure.break_cost import frames_by_compile_id
+
+    metrics = [SimpleNamespace(compile_id="1/0", co_name="torch_dynamo_resume_in_f_at_7", co_filename="m.py"),
+               SimpleNamespace(compile_id="1/0", co_name=None, co_filename=None)]  # its lazy backward
+    assert frames_by_compile_id(metrics) == {"1/0": ("torch_dynamo_resume_in_f_at_7", "m.py")}
+
+
+def test_a_break_inside_torch_takes_the_cost_of_the_user_line_that_called_in_once():
+    reasons = [{"reason": "a", "location": "torch/optim/optimizer.py:79", "user_location": "train.py:130", "count": 1},
+               {"reason": "b", "location": "torch/optim/optimizer.py:79", "user_location": "train.py:130", "count": 1}]
+    costs = {"breaks": [{"location": "train.py:130", "runs_per_call": 1.0, "eager_s_per_call": 0.001}]}
+    merged = merge_into_reasons(reasons, costs)
+    assert [m["eager_s_per_call"] for m in merged] == [0.001, None]

@@ -121,8 +121,14 @@ def profile_spans(fn: Callable[[], Any], calls: int, sync: Callable[[], None]) -
 
 
 def frames_by_compile_id(metrics: Iterable[Any]) -> dict[str, tuple[str, str]]:
-    return {str(m.compile_id): (str(getattr(m, "co_name", "") or ""), str(getattr(m, "co_filename", "") or ""))
-            for m in metrics if getattr(m, "compile_id", None) is not None}
+    """compile id -> (co_name, co_filename). A lazily compiled backward graph gets an entry of
+    its own under the forward's compile id with no frame name: it must not hide the frame's."""
+    out: dict[str, tuple[str, str]] = {}
+    for m in metrics:
+        cid, name = getattr(m, "compile_id", None), getattr(m, "co_name", None)
+        if cid is not None and name:
+            out[str(cid)] = (str(name), str(getattr(m, "co_filename", "") or ""))
+    return out
 
 
 def measure_break_costs(fn: Callable[[], Any], sync: Callable[[], None], calls: int = 3) -> dict[str, Any]:
@@ -140,11 +146,29 @@ def measure_break_costs(fn: Callable[[], Any], sync: Callable[[], None], calls: 
 
 
 def merge_into_reasons(reasons: list[dict[str, Any]], costs: dict[str, Any]) -> list[dict[str, Any]]:
-    """Add runs/eager time to each logged break (joined on location), costliest first."""
+    """Add runs/eager time to each logged break, costliest first. Joined on the break's
+    location; a break inside torch (the optimizer) is logged at torch's line while its resume
+    function names the user line that called in, so an unmatched cost then joins the first
+    break whose `user_location` is that line (one break only: a cost is never counted twice)."""
     by_location = {b["location"]: b for b in costs.get("breaks", [])}
-    out = []
-    for item in reasons:
-        cost = by_location.get(str(item.get("location", "")))
-        out.append({**item, "runs_per_call": cost["runs_per_call"] if cost else None,
-                    "eager_s_per_call": cost["eager_s_per_call"] if cost else None})
+    out = [{k: v for k, v in item.items() if k not in ("runs_per_call", "eager_s_per_call")} for item in reasons]
+    used: set[str] = set()
+    for item in out:
+        location = str(item.get("location", ""))
+        if location in by_location:
+            _put_cost(item, by_location[location])
+            used.add(location)
+    for item in out:
+        user = str(item.get("user_location") or "")
+        if "eager_s_per_call" not in item and user in by_location and user not in used:
+            _put_cost(item, by_location[user])
+            used.add(user)
+    for item in out:
+        item.setdefault("runs_per_call", None)
+        item.setdefault("eager_s_per_call", None)
     return sorted(out, key=lambda r: (-(r.get("eager_s_per_call") or 0.0), -int(r.get("count") or 0)))
+
+
+def _put_cost(item: dict[str, Any], cost: dict[str, Any]) -> None:
+    item["runs_per_call"] = cost["runs_per_call"]
+    item["eager_s_per_call"] = cost["eager_s_per_call"]
