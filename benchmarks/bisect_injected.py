@@ -4,7 +4,7 @@
 
 The environments are executable wrappers (the `--env NAME=PYTHON` form) around one real
 interpreter (`--base`: a pip spec, built into the env cache, or a Python path). Wrappers
-from index K on export COMPILEBENCH_GATE_EXTRA_WORK=F (default 0.5): the gate workload
+from index K on export COMPILEBENCH_GATE_EXTRA_WORK=F (default 1.0): the gate workload
 `gate-mlp-wide` (benchmarks/gate_workloads.py, compute-bound) then makes its *compiled*
 graph do F more rows of real work per call. That slowdown is injected, on purpose, and documented as such
 in every wrapper; everything else -- the workers, the timings, the verdicts -- is real.
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, default=8)
     parser.add_argument("--first-bad", type=int, default=5)
-    parser.add_argument("--extra-work", type=float, default=0.5, help="injected extra compiled work (fraction)")
+    parser.add_argument("--extra-work", type=float, default=1.0, help="injected extra compiled work (fraction of rows)")
     parser.add_argument("--base", default=sys.executable, help="interpreter to wrap: a path or a pip spec")
     parser.add_argument("--workload", default="gate-mlp-wide", help="a gate workload (benchmarks/gate_workloads.py)")
     parser.add_argument("--metric", default="speedup", help="speedup (default: eager and compiled interleaved in one "

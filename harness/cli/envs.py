@@ -298,4 +298,4 @@ class _BisectProgress:
         elif event == "step":
             from harness.report.bisect_output import verdict_text
 
-            print(f"  step {info['env']}: {verdict_text(info)}", file=sys.stderr, flush=True)
+            print(f"  step {info['env']}: verdict {verdict_text(info)}", file=sys.stderr, flush=True)

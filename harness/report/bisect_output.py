@@ -6,6 +6,8 @@ from typing import Any
 
 from harness.report.display import fmt_bytes, fmt_seconds
 
+UNIT_NOTES = ("raw samples", "per-process medians")  # what compare tested on: no news for a reader
+
 
 def fmt_value(metric: str, value: float | None) -> str:
     if value is None:
@@ -55,13 +57,13 @@ def summary_lines(state: dict[str, Any]) -> list[str]:
     good = result.get("good_step")
     if good:
         lines.append(f"  good neighbour {good_name}: {side_text(metric, good['candidate'])}")
-    lines.append("  " + verdict_text(bad))
+    lines.append("  verdict " + verdict_text(bad))
     lines.append(head)
     return lines
 
 
 def verdict_text(step: dict[str, Any]) -> str:
-    parts = [f"verdict {step['verdict']} (compare: {step.get('compare_verdict', '-')})"]
+    parts = [f"{step['verdict']} (compare: {step.get('compare_verdict', '-')})"]
     if step.get("change") is not None:
         metric = step.get("metric", "")
         parts.append(f"change {step['change']:+g}" if metric in ("graph_breaks", "recompiles")
@@ -103,7 +105,7 @@ def issue_markdown(state: dict[str, Any]) -> str:
                      f"{side.get('processes')} | {side.get('status')} |")
     lines += ["", f"Verdict: {verdict_text(bad)}.", "", "Environments:", ""]
     lines += [f"- {_env_line(e)}" for e in envs]
-    if bad.get("note"):
+    if bad.get("note") and bad["note"] not in UNIT_NOTES:
         lines += ["", f"Note: {bad['note']}"]
     return "\n".join(lines) + "\n"
 
