@@ -17,13 +17,15 @@ import difflib
 from collections.abc import Iterable
 from pathlib import Path
 
-from .backends import CompilerPluginError, dynamo_backend_config, load_entry_points
-from .configs import CompilerConfig, builtin_configs
+from harness.model.errors import UserError
+
+from .backends import CompilerPluginError, dynamo_backend_config, ensure_backend, load_entry_points
+from .configs import BACKEND_LOADERS, CompilerConfig, builtin_configs
 from .regional import NotApplicableError
 from .toml_loader import CompilerFileError, load_compiler_file
 
 
-class UnknownCompilerError(ValueError):
+class UnknownCompilerError(UserError, ValueError):
     """Raised for a compiler name that is not registered."""
 
 
@@ -35,6 +37,9 @@ def register_compiler(config: CompilerConfig, *, replace: bool = False) -> Compi
         raise ValueError(f"compiler {config.name!r} is already registered with a different definition")
     COMPILERS[config.name] = config
     return config
+
+
+BACKEND_LOADERS.append(lambda backend: ensure_backend(backend, register_compiler))
 
 
 def load_compiler_files(paths: Iterable[str | Path]) -> list[str]:

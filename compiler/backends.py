@@ -13,12 +13,14 @@ from collections.abc import Iterable
 from importlib import metadata
 from typing import Any
 
+from harness.model.errors import UserError
+
 from .configs import CompilerConfig
 
 ENTRY_POINT_GROUP = "compilebench.compilers"
 
 
-class CompilerPluginError(ValueError):
+class CompilerPluginError(UserError, ValueError):
     """A `compilebench.compilers` entry point that fails to load or yields no configs."""
 
 
@@ -71,8 +73,9 @@ def dynamo_backend_config(name: str) -> CompilerConfig | None:
     return CompilerConfig(name, backend=name, description=f"torch._dynamo backend {name!r}")
 
 
-def ensure_backend(backend: str | None) -> None:
-    """Make sure `backend` is known to Dynamo in this process, loading plugins if needed."""
+def ensure_backend(backend: str | None, register: Any) -> None:
+    """Make sure `backend` is known to Dynamo in this process, loading plugins if needed
+    (`register` is the registry's, as for load_entry_points)."""
     if backend is None:
         return
     from torch._dynamo.backends.registry import lookup_backend
@@ -82,6 +85,4 @@ def ensure_backend(backend: str | None) -> None:
         return
     except Exception:
         pass
-    from . import register_compiler
-
-    load_entry_points(register_compiler)  # a plugin may register the backend on import
+    load_entry_points(register)  # a plugin may register the backend on import

@@ -20,6 +20,12 @@ CUDA_ONLY_BACKENDS = frozenset({"cudagraphs"})
 PROCESS_WIDE_OPTIONS = frozenset({"freezing"})
 
 
+# What a compile calls first to make sure its backend exists in this process (a plugin may
+# register it on import). compiler/__init__.py installs backends.ensure_backend here, so
+# this module, the data a config travels as, imports nothing that loads plugins.
+BACKEND_LOADERS: list[Callable[[str | None], None]] = []
+
+
 def freeze_options(options: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((options or {}).items()))
 
@@ -92,9 +98,8 @@ class CompilerConfig:
             return fn
         import torch
 
-        from .backends import ensure_backend
-
-        ensure_backend(self.backend)
+        for load_backend in BACKEND_LOADERS:
+            load_backend(self.backend)
         kwargs = self.compile_kwargs()
         self._apply_process_options()
         if (self.regional or self.inplace) and not isinstance(fn, torch.nn.Module):

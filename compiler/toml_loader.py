@@ -21,6 +21,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from harness.model.errors import UserError
+
 from .configs import DYNAMIC_CHOICES, CompilerConfig, freeze_options
 
 try:  # Python >= 3.11
@@ -40,7 +42,7 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-class CompilerFileError(ValueError):
+class CompilerFileError(UserError, ValueError):
     """A `--compiler-file` that cannot be read or holds an invalid config."""
 
 

@@ -12,10 +12,12 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.model.errors import UserError
+
 WORKLOAD_MODULES: list[str] = ["suites.mlp", "suites.diffusion", "suites.llm", "harness.model.training", "suites.gpu", "suites.sdxl_pipeline"]  # harness.model.training: train_module_only scenario; suites.gpu: the `gpu` suite
 
 
-class UnknownSuiteError(ValueError):
+class UnknownSuiteError(UserError, ValueError):
     pass
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import workload
+from harness.model.errors import UserError
 from harness.model.scenarios import Prepared, scenario
 from harness.model.workloads import Built, Workload, WorkloadContext
 
@@ -43,7 +44,7 @@ OPTION_NAMES = ("resolution", "steps", "cfg", "channels_last", "fused_qkv", "wei
 VAE_SCALE = 8  # pixels per latent along each side
 
 
-class DiffusionOptionError(ValueError):
+class DiffusionOptionError(UserError, ValueError):
     """A workload option with a bad value; the message names the option and the fix."""
 
 

@@ -36,6 +36,7 @@ from typing import Any
 
 from compiler import COMPILERS, CompilerConfig, register_compiler
 from harness import Built, Prepared, WorkloadContext, scenario, workload
+from harness.model.errors import UserError
 from harness.model.scenarios import train as builtin_train
 
 from . import Suite, SuiteEntry, extend_suite, register_suite
@@ -76,7 +77,7 @@ PEAK_BANDWIDTH_BYTES_S: tuple[tuple[str, float], ...] = (
 )
 
 
-class LLMOptionError(ValueError):
+class LLMOptionError(UserError, ValueError):
     """A bad workload option (prompt length, weights path, ...); the message says the fix."""
 
 

@@ -279,7 +279,7 @@ def compile_cache_state() -> dict[str, Any]:
     (a cold compile) or a folder shared across cases and calls
     (`COMPILEBENCH_COMPILE_CACHE_DIR`), with how many FX graphs and Triton kernels it already
     held when the case started: compile times mean different things in the two cases."""
-    from harness.run.runner import SHARED_CACHE_ENV
+    from harness.measure.environment import SHARED_CACHE_ENV
 
     shared = os.environ.get(SHARED_CACHE_ENV)
     if not shared:

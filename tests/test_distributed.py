@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from compiler import CompilerConfig
-from suites.distributed import DistributedError, DistributedSpec, launch, record_from_ranks
+from harness.run.distributed import launch, record_from_ranks
+from suites.distributed import DistributedError, DistributedSpec
 
 AOT_EAGER = CompilerConfig("aot-eager-test", backend="aot_eager").to_dict()
 
@@ -41,7 +42,7 @@ def test_aggregate_uses_the_slowest_rank_per_step():
     from harness.run.runner import load_registries
 
     load_registries([])
-    from suites.distributed import distributed_case
+    from harness.run.distributed import distributed_case
 
     rec = record_from_ranks(distributed_case(spec), spec, {"ranks": ranks, "world_size": 2})
     assert rec.compiled["samples_s"] == [0.5, 0.7]

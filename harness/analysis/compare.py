@@ -247,7 +247,8 @@ def _ran(cpu_raw: Any, wall: np.ndarray) -> np.ndarray | None:
         return np.isfinite(cpu) & (cpu >= RAN_SHARE * wall)
 
 
-def _timing_samples(record: Record, metric: str) -> np.ndarray | None:
+def timing_samples(record: Record, metric: str) -> np.ndarray | None:
+    """Per-round samples behind a timing metric (latency: the measured variant's; speedup: paired ratios)."""
     if metric == "latency":
         eager, compiled = _samples(record.eager), _samples(record.compiled)
         samples = compiled if compiled.size else eager
@@ -262,7 +263,8 @@ def _timing_samples(record: Record, metric: str) -> np.ndarray | None:
     return (ea[:n][keep] / ca[:n][keep]) if keep.any() else None
 
 
-def _scalar(record: Record, metric: str) -> float | None:
+def scalar_value(record: Record, metric: str) -> float | None:
+    """A scalar metric of a record as a finite float, or None (absent, damaged, not a number)."""
     m = _dict(record.metrics)
     if metric == "compile_time":
         value = m.get("compile_time_s")
@@ -552,7 +554,7 @@ def _groups(records: list[Record], metric: str, factors: list[float] | None) -> 
     """Per-process timing samples, divided by each process's probe factor when given."""
     out = []
     for i, r in enumerate(records):
-        samples = _timing_samples(r, metric)
+        samples = timing_samples(r, metric)
         if samples is not None and samples.size:
             out.append(samples / factors[i] if factors else samples)
     return out
@@ -588,15 +590,15 @@ def _metric_result(metric: Metric, base: list[Record], head: list[Record], thres
     if metric.name == "latency":
         return _latency_result(metric, base, head, thresholds, probe)
     if metric.kind == "timing":
-        bg = [s for s in (_timing_samples(r, metric.name) for r in base) if s is not None and s.size]
-        hg = [s for s in (_timing_samples(r, metric.name) for r in head) if s is not None and s.size]
+        bg = [s for s in (timing_samples(r, metric.name) for r in base) if s is not None and s.size]
+        hg = [s for s in (timing_samples(r, metric.name) for r in head) if s is not None and s.size]
         return _timing_result(metric, bg, hg, thresholds) if bg and hg else (None, None)
     if metric.kind == "exact":
         return _accuracy_result(base, head), None
     if metric.name == "compile_time":
         return _compile_time_result(metric, base, head, thresholds)
-    bv = [v for v in (_scalar(r, metric.name) for r in base) if v is not None]
-    hv = [v for v in (_scalar(r, metric.name) for r in head) if v is not None]
+    bv = [v for v in (scalar_value(r, metric.name) for r in base) if v is not None]
+    hv = [v for v in (scalar_value(r, metric.name) for r in head) if v is not None]
     if not bv or not hv:
         return None, None
     if metric.name in COUNT_METRICS:
@@ -614,8 +616,8 @@ def _compile_time_result(metric: Metric, base: list[Record], head: list[Record],
         result, pending = _scalar_result(metric, cpu_b, cpu_h, thresholds)  # type: ignore[arg-type]
         result.note = f"CPU seconds of the compile; {result.note}"
         return result, pending
-    bv = [v for v in (_scalar(r, metric.name) for r in base) if v is not None]
-    hv = [v for v in (_scalar(r, metric.name) for r in head) if v is not None]
+    bv = [v for v in (scalar_value(r, metric.name) for r in base) if v is not None]
+    hv = [v for v in (scalar_value(r, metric.name) for r in head) if v is not None]
     if not bv or not hv:
         return None, None
     result, pending = _scalar_result(metric, bv, hv, thresholds)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.compare import _scalar, _timing_samples, group_records
+from harness.analysis.compare import group_records, scalar_value, timing_samples
 from harness.analysis.thresholds import ThresholdConfig
 from harness.model.jsonfile import read_json
 from harness.model.schema import Record, Run, RunFileError, write_json_atomic
@@ -38,11 +38,11 @@ def process_values(records: Sequence[Record], metric: str) -> list[float]:
         if r.status != "ok":
             continue
         if metric in ("speedup", "latency"):
-            samples = _timing_samples(r, metric)
+            samples = timing_samples(r, metric)
             if samples is not None and samples.size:
                 out.append(float(np.median(samples)))
         else:
-            value = _scalar(r, metric)
+            value = scalar_value(r, metric)
             if value is not None:
                 out.append(value)
     return out

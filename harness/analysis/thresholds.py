@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.model.errors import UserError
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -70,7 +72,7 @@ SECTIONS = ("defaults", "suite", "workload", "case")
 OFF = None  # a metric switched off
 
 
-class ThresholdConfigError(ValueError):
+class ThresholdConfigError(UserError, ValueError):
     """A thresholds file that cannot be used; the message names the file and the key."""
 
 

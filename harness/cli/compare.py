@@ -19,7 +19,7 @@ from harness.analysis.compare import (
     Comparison,
     compare_runs,
 )
-from harness.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CliError
+from harness.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CliError
 from harness.model.schema import Run, RunFileError
 
 GATE_FAIL_ON = (*DEFAULT_FAIL_ON, MISSING)  # a PR gate must not let a case disappear quietly
@@ -159,9 +159,9 @@ def _fail_on(text: str) -> tuple[str, ...]:
 
 
 def _metrics(values: Sequence[str] | None) -> list[str] | None:
-    from harness.cli.main import _split
+    from harness.cli.common import split_values
 
-    names = _split(values)
+    names = split_values(values)
     bad = [n for n in names if n not in METRICS]
     if bad:
         raise CliError(f"--metric {bad[0]!r} is unknown; use one of {', '.join(METRICS)}")
@@ -225,7 +225,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- ab / noise
 
 def run_options_from(args: argparse.Namespace):
-    from harness.cli.main import _split
+    from harness.cli.common import split_values
     from harness.run.runner import RunOptions
 
     policy = {}
@@ -233,9 +233,9 @@ def run_options_from(args: argparse.Namespace):
         policy["min_time_s"] = args.min_time
     if args.min_samples is not None:
         policy["min_samples"] = args.min_samples
-    opts = RunOptions(suite=args.suite, workloads=_split(args.workload), workload_files=args.workload_file,
-                      scenarios=_split(args.scenario), compilers=_split(args.compiler), devices=_split(args.device),
-                      sizes=_split(args.size), timeout_s=args.timeout, out_dir=args.out, label=args.label,
+    opts = RunOptions(suite=args.suite, workloads=split_values(args.workload), workload_files=args.workload_file,
+                      scenarios=split_values(args.scenario), compilers=split_values(args.compiler), devices=split_values(args.device),
+                      sizes=split_values(args.size), timeout_s=args.timeout, out_dir=args.out, label=args.label,
                       policy=policy, ingest=False)
     if hasattr(args, "trace"):  # ab and bisect have the diagnostic options; noise and versions do not
         from harness.cli.diagnostics import diagnostic_run_options

@@ -22,7 +22,7 @@ def add_diagnostic_options(p: argparse.ArgumentParser) -> None:
 
 def diagnostic_run_options(args: argparse.Namespace) -> dict[str, Any]:
     """RunOptions fields from the flags above; a bad combination is a one-line CliError."""
-    from harness.cli.main import CliError
+    from harness.cli.common import CliError
 
     max_mb = getattr(args, "trace_max_mb", None)
     if max_mb is not None:

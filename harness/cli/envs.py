@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CliError
 from harness.cli.compare import run_options_from, selection_options, write_output
-from harness.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CliError
 
 ENV_HELP = ("environment: NAME=PYTHON (an interpreter or wrapper) or NAME=SPEC (pip requirement, e.g. "
             "t212=torch==2.12.1, built once into a cached venv; PIP_FIND_LINKS=DIR installs from local wheels)")

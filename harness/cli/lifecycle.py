@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.model.errors import UserError
 
-class LifecycleError(ValueError):
+
+class LifecycleError(UserError, ValueError):
     """Bad cold-start / sweep options (one line, exit 2)."""
 
 

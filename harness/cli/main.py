@@ -2,72 +2,47 @@
 listed in `COMMAND_MODULES` (each exposes `register(subparsers)`), so features add a
 command without touching the others.
 
-Exit codes: 0 success, 1 some case failed (run) or a regression (compare/gate),
-2 usage or input error (one line on stderr naming the problem and the fix), 130 interrupted.
+Exit codes (harness/cli/common.py): 0 success, 1 some case failed (run) or a regression
+(compare/gate), 2 usage or input error (one line on stderr naming the problem and the fix),
+130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+from harness.cli.common import (  # noqa: F401 - EXIT_* and CliError: the CLI's public names, re-exported
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    Parser,
+    split_values,
+)
+from harness.cli.listing import cmd_list
+from harness.model.errors import UserError
 
 # feature modules that add subcommands: each has register(subparsers)
 COMMAND_MODULES: list[str] = ["harness.cli.report", "harness.cli.scale", "harness.cli.compare", "harness.cli.lifecycle",
                               "harness.cli.envs"]
 
 
-class CliError(Exception):
-    """A user mistake found by the CLI itself."""
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    from compiler import CompilerFileError, CompilerPluginError, UnknownCompilerError
-    from harness.analysis.thresholds import ThresholdConfigError
-    from harness.cli.lifecycle import LifecycleError
-    from harness.measure.devices import UnknownDeviceError
-    from harness.model.scenarios import UnknownScenarioError
-    from harness.model.schema import RunFileError
-    from harness.model.workloads import UnknownWorkloadError, WorkloadFileError
-    from harness.run.journal import ResumeError
-    from harness.run.multigpu import GpuPlanError
-    from harness.run.runner import PlanError
-    from harness.run.shard import ShardError
-    from suites import UnknownSuiteError
-    from suites.distributed import DistributedError
-
-    return (CliError, UnknownCompilerError, CompilerFileError, CompilerPluginError, LifecycleError, UnknownSuiteError, UnknownDeviceError, PlanError, UnknownScenarioError,
-            RunFileError, UnknownWorkloadError, WorkloadFileError, ResumeError, ShardError, GpuPlanError,
-            DistributedError, ThresholdConfigError)
-
-
-def _split(values: Sequence[str] | None) -> list[str]:
-    """Repeatable options that also accept comma lists: -w a -w b,c -> [a, b, c]."""
-    out: list[str] = []
-    for v in values or []:
-        out.extend(x.strip() for x in v.split(",") if x.strip())
-    return out
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        # one line and exit 2, as for every other usage error
-        self.exit(EXIT_USAGE, f"compilebench: error: {message} (see `{self.prog} --help`)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
     from harness.cli.diagnostics import add_diagnostic_options
 
-    parser = _Parser(prog="compilebench", description="Benchmark and regression-test torch.compile.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = Parser(prog="compilebench", description="Benchmark and regression-test torch.compile.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     p = sub.add_parser("list", help="list suites, workloads, scenarios, compilers and devices present here")
     p.add_argument("--workload-file", action="append", default=[], help="also load workloads from this .py file")
     p.add_argument("--compiler-file", action="append", default=[], help="also load named compiler configs from this TOML file")
+    p.add_argument("--json", action="store_true", help="print the catalog as one JSON object")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("run", help="run a suite or workloads; writes results/runs/<run_id>.json",
@@ -108,48 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="print a run as a table (RUN: path, run id or 'latest'; none: list runs)")
     p.add_argument("run", nargs="?", help="run file, run id, or 'latest'")
     p.add_argument("--out", default="results", help="results folder holding runs/")
+    p.add_argument("--json", action="store_true", help="print the run file's content (no RUN: the run ids) as JSON")
     p.set_defaults(func=cmd_show)
 
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(sub)
     return parser
-
-
-def cmd_list(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    from compiler import COMPILERS, load_compiler_files
-    from harness.measure.devices import DEVICE_TYPES, present_devices
-    from harness.model.scenarios import SCENARIOS
-    from harness.model.workloads import WORKLOADS
-    from harness.run.runner import load_registries
-    from suites import SUITES
-
-    load_registries(args.workload_file)
-    load_compiler_files(args.compiler_file)
-    console = Console()
-    t = Table(title="suites")
-    t.add_column("name"), t.add_column("description"), t.add_column("workloads")
-    for s in sorted(SUITES.values(), key=lambda s: s.name):
-        t.add_row(s.name, Text(s.description), ", ".join(w for e in s.entries for w in e.workloads))
-    console.print(t)
-    t = Table(title="workloads")
-    for col in ("name", "scenarios", "sizes", "unit", "batch", "description"):
-        t.add_column(col)
-    for w in sorted(WORKLOADS.values(), key=lambda w: w.name):
-        t.add_row(Text(w.name), ", ".join(w.scenarios), ", ".join(w.sizes), w.unit, str(w.batch_size), Text(w.description))
-    console.print(t)
-    t = Table(title="compilers")
-    t.add_column("name"), t.add_column("backend"), t.add_column("mode"), t.add_column("description")
-    for c in sorted(COMPILERS.values(), key=lambda c: c.name):
-        t.add_row(c.name, str(c.backend or "-"), str(c.mode or "-"), Text(c.description))
-    console.print(t)
-    console.print(f"scenarios: {', '.join(sorted(SCENARIOS))}")
-    present = present_devices()
-    console.print("devices: " + ", ".join(f"{d} ({'present' if d in present else 'not present'})" for d in DEVICE_TYPES))
-    return EXIT_OK
 
 
 def _policy_overrides(args: argparse.Namespace) -> dict:
@@ -208,14 +147,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     opts = RunOptions(
         suite=args.suite,
-        workloads=_split(args.workload),
+        workloads=split_values(args.workload),
         workload_files=args.workload_file,
-        scenarios=_split(args.scenario),
-        compilers=_split(args.compiler),
-        devices=_split(args.device),
-        dtypes=_split(args.dtype),
-        batch_sizes=_batch_sizes(_split(args.batch_size)),
-        sizes=_split(args.size),
+        scenarios=split_values(args.scenario),
+        compilers=split_values(args.compiler),
+        devices=split_values(args.device),
+        dtypes=split_values(args.dtype),
+        batch_sizes=_batch_sizes(split_values(args.batch_size)),
+        sizes=split_values(args.size),
         timeout_s=args.timeout,
         out_dir=args.out,
         label=args.label,
@@ -261,12 +200,18 @@ def cmd_show(args: argparse.Namespace) -> int:
     console = make_console()
     if not args.run:
         runs = sorted((Path(args.out) / "runs").glob("*.json"))
+        if args.json:
+            print(json.dumps([path.stem for path in runs]))
+            return EXIT_OK
         if not runs:
             console.print(f"no runs in {Path(args.out) / 'runs'}")
         for path in runs:
             console.print(path.stem)
         return EXIT_OK
     run = resolve_run(args.run, args.out)
+    if args.json:
+        print(json.dumps(run.to_dict(), indent=1, allow_nan=False, default=str))
+        return EXIT_OK
     console.print(results_table(run))
     print_failures(console, run)
     return EXIT_OK
@@ -277,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except _user_errors() as exc:
+    except UserError as exc:  # every user mistake, from any layer: one line, exit 2
         print(f"compilebench: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

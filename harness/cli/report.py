@@ -47,8 +47,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
-    from harness.cli.main import CliError
-    from harness.report.dashboard import DashboardError, DashboardOptions, build_dashboard
+    from harness.cli.common import CliError
+    from harness.report.dashboard import DashboardOptions, build_dashboard
 
     for name in ("window", "consecutive"):
         if getattr(args, name) < 1:
@@ -57,10 +57,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         raise CliError(f"--chart-reports must be 0 or more, got {args.chart_reports}")
     opts = DashboardOptions(window=args.window, consecutive=args.consecutive, chart_reports=args.chart_reports,
                             rebuild=args.rebuild)
-    try:
-        result = build_dashboard(args.db, args.output, opts)
-    except DashboardError as exc:
-        raise CliError(str(exc)) from None
+    result = build_dashboard(args.db, args.output, opts)  # a DashboardError is a UserError: exit 2
     print(f"dashboard written: {result.out / 'index.html'} ({result.nights} runs, {result.groups} series groups, "
           f"{result.workloads} workloads, {result.open_regressions} open regressions, "
           f"{result.reports_rendered} reports rendered, {result.seconds:.1f}s)")

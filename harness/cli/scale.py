@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from harness.cli.main import EXIT_OK, CliError
+    from harness.cli.common import EXIT_OK, CliError
     from harness.model.schema import save_run
     from harness.run.merge import merge_runs
     from harness.run.runner import resolve_run
@@ -69,12 +69,13 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_distributed(args: argparse.Namespace) -> int:
-    from harness.cli.main import EXIT_FAILED, EXIT_OK, _split
+    from harness.cli.common import EXIT_FAILED, EXIT_OK, split_values
     from harness.report.display import make_console, results_table
-    from suites.distributed import DistributedSpec, run_distributed
+    from harness.run.distributed import run_distributed
+    from suites.distributed import DistributedSpec
 
-    strategies = _split(args.strategy) or ["ddp", "fsdp2"]
-    compilers = _split(args.compiler) or ["inductor"]
+    strategies = split_values(args.strategy) or ["ddp", "fsdp2"]
+    compilers = split_values(args.compiler) or ["inductor"]
     device = args.device or ("cuda" if args.backend == "nccl" else "cpu")
     specs = [DistributedSpec(workload=args.workload, size=args.size, strategy=s, compiler=c, backend=args.backend,
                              nproc=args.nproc, device=device, dtype=args.dtype, batch_size=args.batch_size,

@@ -43,6 +43,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from harness.measure.compile_metrics import layers_hit  # noqa: E402
+from harness.model.jsonfile import json_safe  # noqa: E402
 from harness.model.schema import write_json_atomic  # noqa: E402
 
 ROWS = ("jit_cold", "jit_warm", "mega_cache", "aot_compile", "aot_compile_warm", "aoti")
@@ -302,14 +303,8 @@ def _record_artifact(result: dict[str, Any], artifact: Path | None) -> None:
 
 def child_main(argv: Sequence[str]) -> int:
     step = json.loads(Path(argv[0]).read_text())
-    write_json_atomic(argv[1], _json_safe(run_step(step)))
+    write_json_atomic(argv[1], json_safe(run_step(step)))
     return 0
-
-
-def _json_safe(obj: Any) -> Any:
-    from harness.measure.worker import _json_safe as safe
-
-    return safe(obj)
 
 
 # ---------------------------------------------------------------------------- parent side

@@ -172,7 +172,7 @@ def run_policy(step: dict[str, Any]) -> dict[str, Any]:
 
 
 def child_main(argv: Sequence[str]) -> int:
-    from harness.measure.worker import _json_safe
+    from harness.model.jsonfile import json_safe
 
     step = json.loads(Path(argv[0]).read_text())
     try:
@@ -182,7 +182,7 @@ def child_main(argv: Sequence[str]) -> int:
 
         result = {"policy": step["policy"], "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:2000],
                   "traceback": traceback.format_exc()[-8000:]}
-    write_json_atomic(argv[1], _json_safe(result))
+    write_json_atomic(argv[1], json_safe(result))
     return 0
 
 

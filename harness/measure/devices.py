@@ -17,8 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from harness.model.errors import UserError
 
-class UnknownDeviceError(ValueError):
+
+class UnknownDeviceError(UserError, ValueError):
     pass
 
 

@@ -14,6 +14,20 @@ from typing import Any
 PACKAGES = ("torch", "triton", "pytorch-triton", "transformers", "diffusers", "numpy", "compilebench")
 
 
+# a folder set here is one Inductor cache shared by every case of the run (FX graphs,
+# Triton kernels, autotune results): a warm-cache run, e.g. max-autotune reusing an earlier
+# run's autotuning. Unset (the default), each case gets an empty cache and compiles cold.
+# The runner sets the worker's cache from it; workloads read it to say which cache they had.
+SHARED_CACHE_ENV = "COMPILEBENCH_COMPILE_CACHE_DIR"
+
+
+def default_cache_root() -> Path:
+    """Where compilebench keeps caches that outlive a run on this machine (the CPU ISA probe
+    answer, ...): $XDG_CACHE_HOME/compilebench, else ~/.cache/compilebench."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "compilebench"
+
+
 def package_versions() -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for name in PACKAGES:

@@ -33,6 +33,8 @@ from harness.measure.timing import (
     measure_interleaved,
     process_cpu_s,
 )
+from harness.model.jsonfile import json_safe
+from harness.model.payloads import ErrorInfo, Memory, Timing
 from harness.model.schema import Case, Record, error_info, write_json_atomic
 
 # phases whose exceptions mean "the compiler failed" rather than "the model failed"
@@ -172,7 +174,7 @@ def timed_first_call(fn: Callable[[], Any], sync: Callable[[], None], clock: Clo
     return out, (clock() - start) / 1e9
 
 
-def memory_pass(device: Any, fn: Callable[[], Any], calls: int = 3) -> dict[str, Any]:
+def memory_pass(device: Any, fn: Callable[[], Any], calls: int = 3) -> Memory:
     """Peak memory of `calls` calls, in a pass of its own (never inside the timed loop)."""
     gc.collect()
     baseline = device.reset_peak_memory()
@@ -180,11 +182,8 @@ def memory_pass(device: Any, fn: Callable[[], Any], calls: int = 3) -> dict[str,
         fn()
     device.synchronize()
     peak = device.peak_memory()
-    return {
-        "peak_memory_bytes": peak,
-        "peak_memory_delta_bytes": (peak - baseline) if peak is not None else None,
-        "memory_kind": device.memory_kind,
-    }
+    return Memory(peak_memory_bytes=peak, peak_memory_delta_bytes=(peak - baseline) if peak is not None else None,
+                  memory_kind=device.memory_kind)
 
 
 def classify_exception(exc: BaseException, phase: str) -> str:
@@ -199,7 +198,7 @@ def classify_exception(exc: BaseException, phase: str) -> str:
     return "fail_run"
 
 
-def exception_info(exc: BaseException, phase: str) -> dict[str, Any]:
+def exception_info(exc: BaseException, phase: str) -> ErrorInfo:
     """The error block for an exception raised in `phase`; a skip is a reason, not a traceback."""
     if _is_skip(exc):
         return error_info("Skipped", str(exc), phase=phase)
@@ -207,14 +206,14 @@ def exception_info(exc: BaseException, phase: str) -> dict[str, Any]:
     return error_info(type(exc).__name__, str(exc)[:4000], phase=phase, traceback=trace)
 
 
-def _variant_block(samples: list[float], first_call_s: float, inner: int, memory: dict[str, Any],
-                   cpu_samples: list[float] | None = None) -> dict[str, Any]:
+def _variant_block(samples: list[float], first_call_s: float, inner: int, memory: Memory,
+                   cpu_samples: list[float] | None = None) -> Timing:
     from harness.model.stats import summarize
 
-    block = {"samples_s": samples, "first_call_s": first_call_s, "inner_loops": inner, "summary": summarize(samples),
-             **memory}
+    block = Timing.measured(samples, first_call_s, inner, summarize(samples), memory)
     if cpu_samples is not None and len(cpu_samples) == len(samples):
-        block["cpu_samples_s"] = cpu_samples  # process CPU seconds per sample: compare spots descheduled ones
+        # process CPU seconds per sample: compare spots descheduled ones (a key only when measured)
+        block = block.with_fields(cpu_samples_s=cpu_samples)
     return block
 
 
@@ -407,10 +406,10 @@ def finish(state: CaseState) -> None:
         _fill_break_costs(record, state.break_costs)
     _fill_derived_metrics(record, state.prepared, state.policy)
     record.metrics.update(state.prepared.metrics)
-    accuracy = record.metrics.get("accuracy", {})
-    if accuracy.get("status") == "fail":
+    accuracy = record.metrics.accuracy
+    if accuracy.status == "fail":
         record.status = "fail_accuracy"
-        record.error = error_info("AccuracyError", accuracy.get("reason", ""), phase="accuracy")
+        record.error = error_info("AccuracyError", accuracy.reason or "", phase="accuracy")
     if compiler.fullgraph and record.metrics.get("graph_breaks"):
         first = record.graph_break_reasons[0] if record.graph_break_reasons else {}
         record.status = "fail_compile"
@@ -526,21 +525,20 @@ def _fill_derived_metrics(record: Record, prepared: Any, policy: StopPolicy) -> 
     from harness.model.stats import ratio_of_medians_ci
 
     m = record.metrics
-    eager = record.eager or {}
-    measured = record.compiled or eager
-    median = measured["summary"].get("median")
+    eager, compiled = record.eager, record.compiled  # both measured by now (the memory phase)
+    median = (compiled or eager).median
     m["latency_s"] = median
     m["throughput"] = (prepared.units_per_call / median) if median else None
     m["throughput_unit"] = f"{prepared.unit}/s"
     m["units_per_call"] = prepared.units_per_call
     m["policy"] = policy.to_dict()
-    if record.compiled:
-        ci = ratio_of_medians_ci(eager["samples_s"], record.compiled["samples_s"])
+    if compiled is not None:
+        ci = ratio_of_medians_ci(eager.samples_s, compiled.samples_s)
         if ci:
             m["speedup"], m["speedup_ci_low"], m["speedup_ci_high"] = ci
-        ep, cp = eager.get("peak_memory_bytes"), record.compiled.get("peak_memory_bytes")
+        ep, cp = eager.peak_memory_bytes, compiled.peak_memory_bytes
         m["compression_ratio"] = (ep / cp) if ep and cp else None
-        m["eager_throughput"] = prepared.units_per_call / eager["summary"]["median"]
+        m["eager_throughput"] = prepared.units_per_call / eager.median
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -551,19 +549,8 @@ def main(argv: list[str] | None = None) -> int:
     spec = json.loads(Path(argv[0]).read_text())
     record = run_case(spec)
     record.worker = {"pid": os.getpid(), "python": sys.executable}
-    write_json_atomic(argv[1], _json_safe(record.to_dict()))
+    write_json_atomic(argv[1], json_safe(record.to_dict()))
     return 0
-
-
-def _json_safe(obj: Any) -> Any:
-    """NaN/Inf are not JSON: store them as None (and keep the file loadable everywhere)."""
-    if isinstance(obj, float):
-        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
-    if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    return obj
 
 
 if __name__ == "__main__":

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compiler import CompilerConfig, NotApplicableError
+from harness.model.errors import UserError
 from harness.model.workloads import Built, Workload, WorkloadContext
 
 
-class UnknownScenarioError(ValueError):
+class UnknownScenarioError(UserError, ValueError):
     pass
 
 

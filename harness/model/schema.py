@@ -7,6 +7,7 @@ a file from a newer schema is refused with a clear message. See docs/RESULTS.md.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import tempfile
@@ -15,45 +16,24 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.model.errors import UserError
+from harness.model.payloads import TEXT as _TEXT
+from harness.model.payloads import ErrorInfo, Metrics, Timing
+from harness.model.payloads import expect as _expect
+
 SCHEMA_VERSION = 1
 
 STATUSES = ("ok", "fail_accuracy", "fail_compile", "fail_run", "oom", "timeout", "crashed", "skipped")
 
 
-class RunFileError(ValueError):
+class RunFileError(UserError, ValueError):
     """A run file that cannot be loaded; the message names the file and the fix."""
 
 
-def _expect(value: Any, types: type | tuple[type, ...], what: str) -> Any:
-    """Type check for loaded data: a wrong type is a ValueError naming the field (the
-    loader turns it into a RunFileError), never a TypeError/AttributeError later on."""
-    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
-        raise ValueError(f"{what} must be {_type_names(types)}, not a boolean")
-    if not isinstance(value, types):
-        raise ValueError(f"{what} must be {_type_names(types)}, not {type(value).__name__}")
-    return value
-
-
-def _type_names(types: type | tuple[type, ...]) -> str:
-    names = {"NoneType": "null", "dict": "an object", "list": "a list", "str": "a string", "int": "an integer"}
-    return " or ".join(names.get(t.__name__, t.__name__) for t in (types if isinstance(types, tuple) else (types,)))
-
-
-_NUMBER = (int, float, type(None))
-_TEXT = (str, type(None))
 _CASE_STR_FIELDS = ("workload", "scenario", "compiler", "device", "dtype", "size")
-# fields that the table, the history store and compare read with arithmetic or string
-# operations: their types are checked on load so a damaged file fails here, clearly
-_METRIC_TYPES: dict[str, type | tuple[type, ...]] = {
-    **dict.fromkeys(("speedup", "speedup_ci_low", "speedup_ci_high", "latency_s", "throughput", "compile_time_s",
-                     "compression_ratio", "graph_breaks", "unique_graph_breaks", "graphs", "recompiles",
-                     "eager_throughput"), _NUMBER),
-    "throughput_unit": _TEXT, "accuracy": (dict, type(None)),
-}
-_VARIANT_TYPES: dict[str, type | tuple[type, ...]] = {
-    "samples_s": (list, type(None)), "first_call_s": _NUMBER, "peak_memory_bytes": _NUMBER, "summary": (dict, type(None)),
-}
 _ENV_TEXT_FIELDS = ("host", "torch_version", "git_commit")
+# the record's own containers; what is inside error/eager/compiled/metrics is checked by
+# their types in harness.model.payloads (the field declarations are the type table)
 _RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
     "error": (dict, type(None)), "eager": (dict, type(None)), "compiled": (dict, type(None)), "metrics": dict,
     "graph_break_reasons": list, "recompile_reasons": list, "notes": list, "logs": dict, "worker": dict,
@@ -100,11 +80,19 @@ class Case:
         return cls(**data)
 
 
-def error_info(kind: str, message: str, phase: str = "unknown", traceback: str = "") -> dict[str, Any]:
+def error_info(kind: str, message: str, phase: str = "unknown", traceback: str = "") -> ErrorInfo:
     """The error block of a failed record, one shape for every producer (worker, runner,
     launchers): `kind` is the exception class or a name for the failure (Timeout, Crash,
     AccuracyError), `phase` where it happened ("unknown" when the parent saw only the end)."""
-    return {"type": kind, "message": message, "traceback": traceback, "phase": phase}
+    return ErrorInfo(type=kind, message=message, traceback=traceback, phase=phase)
+
+
+# Record fields held as typed payloads, and how a dict given for one becomes its type. A
+# producer may hand over a dict (older code, plugins, tests): it is converted on
+# assignment, so a Record always holds the types and writes the v1 dicts.
+_PAYLOADS: dict[str, Callable[[Any, str], Any]] = {
+    "error": ErrorInfo.from_dict, "eager": Timing.from_dict, "compiled": Timing.from_dict, "metrics": Metrics.from_dict,
+}
 
 
 @dataclass
@@ -113,15 +101,21 @@ class Record:
 
     case: Case
     status: str
-    error: dict[str, Any] | None = None
-    eager: dict[str, Any] | None = None
-    compiled: dict[str, Any] | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
+    error: ErrorInfo | None = None
+    eager: Timing | None = None
+    compiled: Timing | None = None
+    metrics: Metrics = field(default_factory=Metrics)
     graph_break_reasons: list[dict[str, Any]] = field(default_factory=list)
     recompile_reasons: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     logs: dict[str, str] = field(default_factory=dict)
     worker: dict[str, Any] = field(default_factory=dict)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        convert = _PAYLOADS.get(name)
+        if convert is not None and value is not None and not isinstance(value, (ErrorInfo, Timing, Metrics)):
+            value = convert(value, f"record.{name}")
+        super().__setattr__(name, value)
 
     @classmethod
     def failure(cls, case: Case, status: str, kind: str, message: str, *, phase: str = "unknown",
@@ -134,10 +128,21 @@ class Record:
         return self.case.case_id
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["case"] = self.case.to_dict()
-        data["case_id"] = self.case_id
-        return data
+        """The v1 record object: payloads back to plain dicts, copied (a caller may edit it)."""
+        return copy.deepcopy({
+            "case": self.case.to_dict(),
+            "status": self.status,
+            "error": self.error.to_dict() if self.error is not None else None,
+            "eager": self.eager.to_dict() if self.eager is not None else None,
+            "compiled": self.compiled.to_dict() if self.compiled is not None else None,
+            "metrics": dict(self.metrics),
+            "graph_break_reasons": self.graph_break_reasons,
+            "recompile_reasons": self.recompile_reasons,
+            "notes": self.notes,
+            "logs": self.logs,
+            "worker": self.worker,
+            "case_id": self.case_id,
+        })
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Record:
@@ -149,28 +154,12 @@ class Record:
         for name, types in _RECORD_FIELDS.items():
             if name in data:
                 _expect(data[name], types, f"record.{name}")
-        _check_record_payload(data)
+        _check_record_lists(data)
         return cls(**data)
 
 
-def _check_fields(obj: dict[str, Any], types: dict[str, Any], where: str) -> None:
-    for name, expected in types.items():
-        if name in obj:
-            _expect(obj[name], expected, f"{where}.{name}")
-
-
-def _check_record_payload(data: dict[str, Any]) -> None:
-    """Types inside a record that consumers rely on (see _METRIC_TYPES)."""
-    _check_fields(data.get("metrics") or {}, _METRIC_TYPES, "record.metrics")
-    accuracy = (data.get("metrics") or {}).get("accuracy") or {}
-    _expect(accuracy.get("status"), _TEXT, "record.metrics.accuracy.status")
-    for variant in ("eager", "compiled"):
-        block = data.get(variant) or {}
-        _check_fields(block, _VARIANT_TYPES, f"record.{variant}")
-        for value in block.get("samples_s") or []:
-            _expect(value, _NUMBER, f"record.{variant}.samples_s[]")
-    for name in ("type", "message", "traceback", "phase"):
-        _expect((data.get("error") or {}).get(name), _TEXT, f"record.error.{name}")
+def _check_record_lists(data: dict[str, Any]) -> None:
+    """Types inside the record's lists and logs (the payloads check their own on conversion)."""
     for name in ("graph_break_reasons", "recompile_reasons"):
         for item in data.get(name) or []:
             _expect(item, dict, f"record.{name}[]")

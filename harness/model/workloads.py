@@ -24,15 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.model.errors import UserError
+
 SIZES = ("tiny", "full")
 DEFAULT_SCENARIOS = ("forward", "train")
 
 
-class UnknownWorkloadError(ValueError):
+class UnknownWorkloadError(UserError, ValueError):
     pass
 
 
-class WorkloadFileError(ValueError):
+class WorkloadFileError(UserError, ValueError):
     pass
 
 

@@ -39,12 +39,13 @@ from typing import Any
 
 import numpy as np
 
+from harness.model.errors import UserError
 from harness.model.schema import write_text_atomic
 from harness.report.report import render_report, template_env
 from harness.run.store import HistoryStore
 
 
-class DashboardError(ValueError):
+class DashboardError(UserError, ValueError):
     """Bad dashboard input (no database, empty history); the message names the fix."""
 
 
@@ -380,16 +381,6 @@ def build_dashboard(db: str | Path, out: str | Path, opts: DashboardOptions | No
     rendered = _write_night_reports(db, out, runs, opts)
     return DashboardResult(out, len(nights), len(groups), len(by_workload), len(regressions), rendered,
                            time.perf_counter() - start, len(index_html.encode()))
-
-
-def format_value(v: float | None, fmt: str) -> str:
-    """Python twin of the inline JS formatter, for the server-rendered tables."""
-    from harness.report.display import fmt_bytes, fmt_seconds
-
-    if v is None:
-        return "-"
-    return {"x": lambda: f"{v:.2f}x", "pct": lambda: f"{100 * v:.1f}%", "s": lambda: fmt_seconds(v),
-            "bytes": lambda: fmt_bytes(int(v)), "int": lambda: str(round(v))}.get(fmt, lambda: f"{v:.4g}")()
 
 
 def _group_anchor(g: dict[str, Any]) -> str:

@@ -44,6 +44,15 @@ def fmt_bytes(n: int | None) -> str:
     return str(n)
 
 
+def format_value(v: float | None, fmt: str) -> str:
+    """A metric by its spec's format (x, pct, s, bytes, int): the Python twin of the
+    dashboard's inline JS formatter, for server-rendered tables (report and dashboard)."""
+    if v is None:
+        return "-"
+    return {"x": lambda: f"{v:.2f}x", "pct": lambda: f"{100 * v:.1f}%", "s": lambda: fmt_seconds(v),
+            "bytes": lambda: fmt_bytes(int(v)), "int": lambda: str(round(v))}.get(fmt, lambda: f"{v:.4g}")()
+
+
 def fmt_speedup(m: dict[str, Any]) -> str:
     sp = m.get("speedup")
     if sp is None:

@@ -19,7 +19,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from harness.model.schema import Record, Run
 from harness.model.stats import geomean
-from harness.report.display import fmt_bytes, fmt_seconds
+from harness.report.display import fmt_bytes, fmt_seconds, format_value
 
 FAILED_STATUSES_ORDER = ("crashed", "timeout", "oom", "fail_compile", "fail_run", "fail_accuracy", "skipped")
 
@@ -33,15 +33,9 @@ def template_env() -> Environment:
     env.filters["seconds"] = fmt_seconds
     env.filters["bytes"] = fmt_bytes
     env.filters["x"] = lambda v, digits=2: "-" if v is None else f"{v:.{digits}f}x"
-    env.filters["metric"] = _format_metric
+    env.filters["metric"] = format_value
     env.filters["pct"] = lambda v, digits=0: "-" if v is None else f"{100 * v:.{digits}f}%"
     return env
-
-
-def _format_metric(v: float | None, fmt: str) -> str:
-    from harness.report.dashboard import format_value
-
-    return format_value(v, fmt)
 
 
 def headline(run: Run, baseline: Run | None = None) -> list[dict[str, Any]]:

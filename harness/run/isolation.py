@@ -140,15 +140,16 @@ def classify_memory_failure(record: Any, limit: int | None) -> None:
     if record.status not in ("fail_run", "fail_compile", "crashed", "oom") or not record.error:
         return
     err = record.error
-    text = " ".join(str(err.get(k, "")) for k in ("type", "message")) + str(err.get("traceback", ""))[-4000:]
+    text = f"{err.type or ''} {err.message or ''}" + (err.traceback or "")[-4000:]
     text += (record.logs or {}).get("stderr", "")[-4000:]
     if not any(marker in text for marker in OOM_MARKERS):
         return
     record.status = "oom"
     if limit:
-        err["message"] = (f"host memory cap reached (--max-memory-gb {limit / GIB:g}, RLIMIT_AS on the worker): "
-                          f"{err.get('message', '')}")
-        err["memory_cap_bytes"] = limit
+        record.error = err.with_fields(
+            message=f"host memory cap reached (--max-memory-gb {limit / GIB:g}, RLIMIT_AS on the worker): "
+                    f"{err.message or ''}",
+            memory_cap_bytes=limit)
 
 
 if __name__ == "__main__":

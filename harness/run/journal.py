@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.model.errors import UserError
+from harness.model.jsonfile import json_safe
 from harness.model.schema import Case, Record, RunFileError
 
 JOURNAL_VERSION = 1
@@ -33,23 +35,12 @@ JOURNAL_SUFFIX = ".journal.jsonl"
 RESUME_MUST_MATCH = ("host", "python_executable", "torch_version", "cpu_model", "packages", "devices")
 
 
-class ResumeError(ValueError):
+class ResumeError(UserError, ValueError):
     """A run that cannot be resumed; the message names the run and what to do."""
 
 
 def journal_path(out_dir: str | Path, run_id: str) -> Path:
     return Path(out_dir) / "runs" / f"{run_id}{JOURNAL_SUFFIX}"
-
-
-def json_safe(obj: Any) -> Any:
-    """NaN/Inf are not JSON: store them as None, as the worker does for its record."""
-    if isinstance(obj, float):
-        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
-    if isinstance(obj, dict):
-        return {str(k): json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    return obj
 
 
 def _line(obj: dict[str, Any]) -> bytes:

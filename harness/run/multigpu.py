@@ -16,13 +16,14 @@ import queue
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
+from harness.model.errors import UserError
 from harness.model.schema import Case, Record
 
 # env var that pins a worker to one device, per device type
 VISIBLE_DEVICES_ENV = {"cuda": "CUDA_VISIBLE_DEVICES", "xpu": "ZE_AFFINITY_MASK"}
 
 
-class GpuPlanError(ValueError):
+class GpuPlanError(UserError, ValueError):
     """--gpus that cannot work with the planned cases; the message says the fix."""
 
 

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from compiler import get_compiler
+from harness.measure.environment import SHARED_CACHE_ENV, default_cache_root
 from harness.measure.timing import StopPolicy
+from harness.model.errors import UserError
 from harness.model.schema import Case, Record, Run, load_run, save_run
 from harness.run.isolation import child_env, classify_memory_failure, memory_limit_bytes, sweep_escaped
 from harness.run.journal import Journal, journal_path
@@ -35,7 +37,7 @@ LOG_TAIL_BYTES = 8192
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 
 
-class PlanError(ValueError):
+class PlanError(UserError, ValueError):
     """A run that cannot be planned (bad option combination); the message says the fix."""
 
 
@@ -64,11 +66,6 @@ class RunOptions:
     trace: bool = False  # TORCH_TRACE log (+ tlparse HTML) per case under <out>/traces/<run_id>/ (harness/run/traces.py)
     trace_max_mb: float | None = None  # per-case trace cap (default traces.DEFAULT_TRACE_MAX_MB)
     warm_compile: bool = False  # a second compile per case in a fresh process on the populated cache
-
-
-def default_cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "compilebench"
 
 
 def workload_modules() -> list[str]:
@@ -192,7 +189,7 @@ def new_run_id(label: str) -> str:
     return f"{stamp}-{slug}-{secrets.token_hex(3)}"
 
 
-def _tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
+def log_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
     """Last `limit` bytes of a log file: output can be unbounded, the record is not."""
     try:
         size = path.stat().st_size
@@ -216,11 +213,6 @@ def _kill_tree(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         pass
 
-
-# a folder set here is one Inductor cache shared by every case of the run (FX graphs,
-# Triton kernels, autotune results): a warm-cache run, e.g. max-autotune reusing an earlier
-# run's autotuning. Unset (the default), each case gets an empty cache and compiles cold.
-SHARED_CACHE_ENV = "COMPILEBENCH_COMPILE_CACHE_DIR"
 
 
 def worker_env(cache_dir: Path) -> dict[str, str]:
@@ -317,7 +309,7 @@ def _run_process(case: Case, spec: dict[str, Any], tmp: Path, name: str, cache_d
         LIVE_WORKERS.discard(proc)
         escaped = sweep_escaped(token, session=proc.pid)  # and so do descendants that called setsid()
     elapsed = time.monotonic() - started
-    logs = {"stdout": _tail(stdout_path), "stderr": _tail(stderr_path)}
+    logs = {"stdout": log_tail(stdout_path), "stderr": log_tail(stderr_path)}
     record = _record_from_outcome(case, out_path, proc.returncode, timed_out, timeout_s, logs)
     record.logs = logs if record.status != "ok" else {k: v[-2000:] for k, v in logs.items()}
     classify_memory_failure(record, memory_limit_bytes(spec))

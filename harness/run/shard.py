@@ -27,12 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.model.errors import UserError
 from harness.model.schema import Case
 
 _SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
 
-class ShardError(ValueError):
+class ShardError(UserError, ValueError):
     """A bad --shard value or cost table; the message says the fix."""
 
 

@@ -1,0 +1,108 @@
+"""`compilebench list`: what can be run here (suites, workloads, compilers, scenarios,
+devices), and `show`'s machine-readable form.
+
+Names are what users type, so they are never cut: on a terminal the tables fold long
+names onto a second line; into a pipe or file the output is plain lines (one item a line,
+tab-separated fields, nothing wrapped); `--json` is the same catalog as one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from harness.cli.common import EXIT_OK
+
+
+def catalog(workload_files: list[str], compiler_files: list[str]) -> dict[str, Any]:
+    """Everything `list` shows, as plain data (the --json output)."""
+    from compiler import COMPILERS, load_compiler_files
+    from harness.measure.devices import DEVICE_TYPES, present_devices
+    from harness.model.scenarios import SCENARIOS
+    from harness.model.workloads import WORKLOADS
+    from harness.run.runner import load_registries
+    from suites import SUITES
+
+    load_registries(workload_files)
+    load_compiler_files(compiler_files)
+    present = present_devices()
+    return {
+        "suites": [{"name": s.name, "description": s.description, "workloads": suite_workloads(s)}
+                   for s in sorted(SUITES.values(), key=lambda s: s.name)],
+        "workloads": [{"name": w.name, "scenarios": list(w.scenarios), "sizes": list(w.sizes), "unit": w.unit,
+                       "batch_size": w.batch_size, "description": w.description}
+                      for w in sorted(WORKLOADS.values(), key=lambda w: w.name)],
+        "compilers": [{"name": c.name, "backend": c.backend, "mode": c.mode, "description": c.description}
+                      for c in sorted(COMPILERS.values(), key=lambda c: c.name)],
+        "scenarios": sorted(SCENARIOS),
+        "devices": [{"name": d, "present": d in present} for d in DEVICE_TYPES],
+    }
+
+
+def suite_workloads(suite: Any) -> list[str]:
+    """The suite's workloads in first-use order, each once (entries repeat a workload per
+    compiler, device or size)."""
+    return list(dict.fromkeys(w for entry in suite.entries for w in entry.workloads))
+
+
+# (section, columns): the first column is the name users type
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "suites": ("name", "description", "workloads"),
+    "workloads": ("name", "scenarios", "sizes", "unit", "batch_size", "description"),
+    "compilers": ("name", "backend", "mode", "description"),
+}
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return "-" if value is None else str(value)
+
+
+def _devices_line(data: dict[str, Any]) -> str:
+    return "devices: " + ", ".join(f"{d['name']} ({'present' if d['present'] else 'not present'})"
+                                   for d in data["devices"])
+
+
+def plain_lines(data: dict[str, Any]) -> list[str]:
+    """For pipes and files: a header per section, then one tab-separated line per item."""
+    lines: list[str] = []
+    for section, columns in COLUMNS.items():
+        lines.append(f"{section}:\t" + "\t".join(columns))
+        lines += ["  " + "\t".join(_cell(item[c]) for c in columns) for item in data[section]]
+    lines.append(f"scenarios: {', '.join(data['scenarios'])}")
+    lines.append(_devices_line(data))
+    return lines
+
+
+def print_tables(data: dict[str, Any], console: Any = None) -> None:
+    """For a terminal: rich tables whose cells fold instead of ending in '…'."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = console or Console()
+    for section, columns in COLUMNS.items():
+        table = Table(title=section)
+        for column in columns:
+            # fold, never '…' (rich's default): a too-narrow cell continues on the next line.
+            # No min_width: rich overflows the console rather than shrink a column below it.
+            table.add_column("batch" if column == "batch_size" else column, overflow="fold")
+        for item in data[section]:
+            table.add_row(*(Text(_cell(item[c])) for c in columns))
+        console.print(table)
+    console.print(Text(f"scenarios: {', '.join(data['scenarios'])}"))
+    console.print(Text(_devices_line(data)))
+
+
+def cmd_list(args: Any) -> int:
+    import sys
+
+    data = catalog(args.workload_file, args.compiler_file)
+    if args.json:
+        print(json.dumps(data, indent=1))
+    elif sys.stdout.isatty():
+        print_tables(data)
+    else:
+        print("\n".join(plain_lines(data)))
+    return EXIT_OK
