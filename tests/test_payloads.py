@@ -67,3 +67,10 @@ def test_types_are_checked_on_load_with_the_field_name():
     good["records"][0]["metrics"]["speedup"] = "2x"
     with pytest.raises(RunFileError, match=r"record\.metrics\.speedup"):
         run_from_dict(good)
+
+
+def test_item_assignment_says_how_to_change_a_payload():
+    block = Timing.from_dict({"samples_s": [1.0]})
+    with pytest.raises(TypeError, match=r"with_fields\(warm_s=\.\.\.\)"):
+        block["warm_s"] = 1.0
+    assert block.with_fields(warm_s=1.0)["warm_s"] == 1.0

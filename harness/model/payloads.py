@@ -110,6 +110,11 @@ class Payload(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self.to_dict())
 
+    def __setitem__(self, key: str, value: Any) -> None:
+        # the v1 dicts took item assignment; say how to do it now instead of a bare TypeError
+        raise TypeError(f"{type(self).__name__} is frozen: assign a copy, e.g. "
+                        f"record.compiled = record.compiled.with_fields({key}=...)")
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.to_dict()!r})"
 

@@ -1,6 +1,7 @@
 """Running cases from the parent side: plan, isolate, journal, store.
 
 Owns: the runner (one fresh worker per case, timeouts, signals), process isolation,
-the resume journal, sharding, multi-GPU scheduling, merging shards and the SQLite history.
-May import: harness.model, harness.measure.
+the resume journal, sharding, multi-GPU scheduling, the torchrun launcher (distributed),
+merging shards and the SQLite history.
+May import: harness.model, harness.measure, suites/ (the workloads and named suites).
 """

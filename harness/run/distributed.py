@@ -119,8 +119,7 @@ def record_from_ranks(case: Any, spec: DistributedSpec, data: dict[str, Any]) ->
                         if spec.device == "cuda" else None,
                         "peak_memory_bytes": max((r["peak_memory_bytes"] or 0) for r in ranks) or None}
     rec.eager, rec.compiled = blocks["eager"], blocks.get("compiled")
-    measured = rec.compiled or rec.eager
-    median = measured["summary"]["median"]
+    median = (rec.compiled or rec.eager).median
     m = rec.metrics
     m.update(world_size=world, backend=spec.backend, strategy=spec.strategy, steps=spec.steps, warmup=spec.warmup,
              latency_s=median, throughput=world * batch / median if median else None,
@@ -134,16 +133,16 @@ def record_from_ranks(case: Any, spec: DistributedSpec, data: dict[str, Any]) ->
     m.update({k: v for k, v in ranks[0]["compile"].items() if k != "graph_break_reasons"})
     rec.graph_break_reasons = ranks[0]["compile"]["graph_break_reasons"]
     if rec.compiled:
-        m["compile_time_s"] = rec.compiled["first_call_s"]  # the slowest rank's cold compile
+        m["compile_time_s"] = rec.compiled.first_call_s  # the slowest rank's cold compile
         m["compile_time_per_rank_s"] = [r["first_call_s"]["compiled"] for r in ranks]
-        ci = ratio_of_medians_ci(rec.eager["samples_s"], rec.compiled["samples_s"])
+        ci = ratio_of_medians_ci(rec.eager.samples_s, rec.compiled.samples_s)
         if ci:
             m["speedup"], m["speedup_ci_low"], m["speedup_ci_high"] = ci
-        m["eager_throughput"] = world * batch / rec.eager["summary"]["median"]
+        m["eager_throughput"] = world * batch / rec.eager.median
         m["accuracy"] = ranks[0]["accuracy"]
-        if (m["accuracy"] or {}).get("status") == "fail":
+        if m.accuracy.status == "fail":
             rec.status = "fail_accuracy"
-            rec.error = error_info("AccuracyError", m["accuracy"].get("reason", ""), phase="accuracy")
+            rec.error = error_info("AccuracyError", m.accuracy.reason or "", phase="accuracy")
     return rec
 
 
