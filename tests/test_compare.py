@@ -366,15 +366,13 @@ def test_descheduled_samples_are_left_out():
     rng = np.random.default_rng(16)
     case = synthetic_case(0)
     base, head = synthetic_record(case, rng), synthetic_record(case, rng)
-    for rec in (base, head):
-        for block in (rec.eager, rec.compiled):
-            block["cpu_samples_s"] = list(block["samples_s"])
+    for rec in (base, head):  # the blocks are frozen payloads: a copy with the extra key
+        rec.eager, rec.compiled = (b.with_fields(cpu_samples_s=list(b["samples_s"])) for b in (rec.eager, rec.compiled))
     for i in range(0, 100, 2):
         head.compiled["samples_s"][i] = 0.02  # the call took 0.5 ms of CPU, the sample 20 ms of wall
     result = compare_case(case.case_id, [base], [head], _defaults())
     assert result.metric("latency").verdict == UNCHANGED and result.metric("speedup").n_head == 50
-    for block in (head.eager, head.compiled):
-        del block["cpu_samples_s"]
+    head.eager, head.compiled = (b.without("cpu_samples_s") for b in (head.eager, head.compiled))
     assert compare_case(case.case_id, [base], [head], _defaults()).metric("latency").verdict == REGRESSION
 
 

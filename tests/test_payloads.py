@@ -74,3 +74,6 @@ def test_item_assignment_says_how_to_change_a_payload():
     with pytest.raises(TypeError, match=r"with_fields\(warm_s=\.\.\.\)"):
         block["warm_s"] = 1.0
     assert block.with_fields(warm_s=1.0)["warm_s"] == 1.0
+    with pytest.raises(TypeError, match=r"without\('samples_s'\)"):
+        del block["samples_s"]
+    assert "samples_s" not in block.without("samples_s") and block.without("samples_s").to_dict() == {}

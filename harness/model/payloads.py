@@ -99,6 +99,13 @@ class Payload(Mapping[str, Any]):
             keys = keys + tuple(k for k in known if k not in keys)
         return dataclasses.replace(self, **known, extra=extra, source_keys=keys)
 
+    def without(self: P, *keys: str) -> P:
+        """A copy without some keys (they are not written back either)."""
+        names = {f.name for f in self.declared()}
+        kept = tuple(k for k in (self.source_keys if self.source_keys is not None else tuple(self)) if k not in keys)
+        return dataclasses.replace(self, **{k: None for k in keys if k in names},
+                                   extra={k: v for k, v in self.extra.items() if k not in keys}, source_keys=kept)
+
     # Mapping access with the v1 keys, for code written against the dicts
     def __getitem__(self, key: str) -> Any:
         data = self.to_dict()
@@ -114,6 +121,10 @@ class Payload(Mapping[str, Any]):
         # the v1 dicts took item assignment; say how to do it now instead of a bare TypeError
         raise TypeError(f"{type(self).__name__} is frozen: assign a copy, e.g. "
                         f"record.compiled = record.compiled.with_fields({key}=...)")
+
+    def __delitem__(self, key: str) -> None:
+        raise TypeError(f"{type(self).__name__} is frozen: assign a copy, e.g. "
+                        f"record.compiled = record.compiled.without({key!r})")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.to_dict()!r})"
