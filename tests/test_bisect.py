@@ -215,3 +215,12 @@ def test_cli_bisect_bad_input_is_one_line(tmp_path, capsys):
     assert "no such executable" in err and len(err.strip().splitlines()) == 1
     assert main(["bisect", "-w", "mlp-classic", "--metric", "latency", "--env", f"a={fake}", "--env", f"b={fake}"]) == 2
     assert "exactly one case" in capsys.readouterr().err
+
+
+def test_judge_counts_a_whole_model_slowdown_as_bad():
+    """Across torch builds eager moving with the compiled code is torch's change too."""
+    rng = np.random.default_rng(5)
+    ref = [synthetic_record(CASE, rng, eager_median=1e-3, compiled_median=5e-4, n=60)]
+    cand = [synthetic_record(CASE, rng, eager_median=1.4e-3, compiled_median=7e-4, n=60)]
+    out = judge(ref, cand, "latency")
+    assert out["compare_verdict"] == "slower (eager too)" and out["verdict"] == BAD

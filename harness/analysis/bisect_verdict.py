@@ -16,6 +16,7 @@ import numpy as np
 from harness.analysis.compare import (
     FASTER_EAGER_TOO,
     IMPROVEMENT,
+    MACHINE_DRIFT,
     METRICS,
     NOISY,
     NOW_FAILING,
@@ -28,6 +29,10 @@ from harness.analysis.thresholds import ThresholdConfig, Thresholds
 from harness.model.schema import Record
 
 BISECT_METRICS = ("latency", "speedup", "compile_time", "graph_breaks", "peak_memory", "status")
+# compare's verdicts -> the search's: across torch builds, eager moving with compiled code
+# ("slower (eager too)") is torch's change too, so it counts; machine drift measures again
+WANTED = {"worse": (REGRESSION, SLOWER_EAGER_TOO), "better": (IMPROVEMENT, FASTER_EAGER_TOO)}
+UNDECIDED = (NOISY, MACHINE_DRIFT)
 
 
 def thresholds_for(record: Record, metric: str, threshold: float | None, config: ThresholdConfig | None = None) -> Thresholds:

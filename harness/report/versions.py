@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.analysis.compare import (
+    FASTER_EAGER_TOO,
     IMPROVEMENT,
     NOW_FAILING,
     NOW_PASSING,
     REGRESSION,
+    SLOWER_EAGER_TOO,
     compare_case,
     group_records,
 )
@@ -32,8 +34,9 @@ from harness.report.report import case_rows, template_env
 # report row -> compare metric judged for the adjacent-env highlight
 ROWS = (("speedup", "speedup"), ("compile time", "compile_time"), ("peak memory", "peak_memory"),
         ("graph breaks", "graph_breaks"), ("recompiles", "recompiles"), ("status", "status"))
-HIGHLIGHT = {REGRESSION: "v-regression", NOW_FAILING: "v-regression", IMPROVEMENT: "v-improvement",
-             NOW_PASSING: "v-improvement"}
+# eager moving with the compiled code is still the release's change (torch moved under both)
+HIGHLIGHT = {REGRESSION: "v-regression", SLOWER_EAGER_TOO: "v-regression", NOW_FAILING: "v-regression",
+             IMPROVEMENT: "v-improvement", FASTER_EAGER_TOO: "v-improvement", NOW_PASSING: "v-improvement"}
 
 
 @dataclass
