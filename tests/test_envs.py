@@ -8,7 +8,6 @@ import base64
 import hashlib
 import json
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -55,6 +54,33 @@ def test_interpreter_env_records_versions():
     assert env.label() == f"here (torch {torch.__version__})"
 
 
+@pytest.mark.parametrize("text, requirements", [
+    ("torch>=2.12", ("torch>=2.12",)),
+    ("torch~=2.12.0", ("torch~=2.12.0",)),
+    ("torch!=2.12.0", ("torch!=2.12.0",)),
+    ("torch<2.13", ("torch<2.13",)),
+    ("torch<=2.13 numpy<2", ("torch<=2.13", "numpy<2")),
+])
+def test_bare_specs_with_any_operator_are_requirements(text, requirements):
+    spec = parse_env(text)
+    assert spec.requirements == requirements and spec.python is None
+    assert envs_mod.NAME_RE.match(spec.name)
+
+
+def test_named_specs_with_operators_keep_their_name():
+    assert parse_env("new=torch>=2.12") == EnvSpec("new", requirements=("torch>=2.12",))
+    assert parse_env("x=torch~=2.12.0 numpy!=2.0") == EnvSpec("x", requirements=("torch~=2.12.0", "numpy!=2.0"))
+
+
+def test_bare_spec_names_and_cache_folders_keep_the_operator(tmp_path):
+    texts = ["torch==2.13", "torch<2.13", "torch<=2.13", "torch>2.13", "torch>=2.13", "torch~=2.13", "torch!=2.13"]
+    specs = [parse_env(t) for t in texts]
+    assert len({s.name for s in specs}) == len(texts)  # parse_envs would call two of them 'given twice'
+    folder_slugs = {envs_mod.env_dir(s, tmp_path).name.rsplit("-", 1)[0] for s in specs}
+    assert len(folder_slugs) == len(texts)
+    assert parse_env("torch==2.13").name == "torch-2.13"  # unchanged for the common pin
+
+
 def test_cache_key_follows_the_spec():
     a, b = parse_env("a=torch==2.12.1"), parse_env("b=torch==2.13.0")
     assert cache_key(a) == cache_key(parse_env("other=torch==2.12.1")) != cache_key(b)
@@ -93,16 +119,22 @@ def test_spec_env_is_built_once_then_reused_from_cache(tmp_path, monkeypatch):
     assert {"venv", "install", "done"} <= set(stages)
     assert json.loads((Path(env.cache_dir) / envs_mod.MARKER).read_text())["requirements"] == ["torch==0.0.1"]
 
-    started = time.perf_counter()
-    again = resolve_env(parse_env("again=torch==0.0.1"), root=root)
+    # a cache hit builds nothing (no venv, no pip): that is what keeps it cheap; how cheap
+    # (the < 5 s budget) is timed by benchmarks/env_cache.py, not asserted on a loaded runner
+    builds = []
+    real_build = envs_mod._build
+    monkeypatch.setattr(envs_mod, "_build", lambda *a, **k: builds.append(a) or real_build(*a, **k))
+    again_stages = []
+    again = resolve_env(parse_env("again=torch==0.0.1"), progress=lambda s, m: again_stages.append(s), root=root)
     assert again.from_cache and again.python == env.python and again.torch == "0.0.1"
-    assert time.perf_counter() - started < 5.0  # the issue's budget for an env from the cache
+    assert builds == [] and not {"venv", "install"} & set(again_stages)
     assert [e["requirements"] for e in envs_mod.cached_envs(root)] == [["torch==0.0.1"]]
 
     # a venv without its marker is a half-built one: rebuilt, not trusted
     (Path(env.cache_dir) / envs_mod.MARKER).unlink()
     rebuilt = resolve_env(parse_env("fake=torch==0.0.1"), root=root)
     assert not rebuilt.from_cache and rebuilt.torch == "0.0.1"
+    assert len(builds) == 1
 
 
 def test_failed_install_is_one_clear_error(tmp_path, monkeypatch):
@@ -112,6 +144,29 @@ def test_failed_install_is_one_clear_error(tmp_path, monkeypatch):
     with pytest.raises(EnvError, match="pip install torch==0.0.7 failed"):
         resolve_env(parse_env("x=torch==0.0.7"), root=tmp_path / "cache")
     assert not list((tmp_path / "cache").glob("*/" + envs_mod.MARKER))
+
+
+def _hanging_pip(folder: Path) -> Path:
+    """A stand-in pip that prints a line, then hangs with its output still open."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "pip"
+    script.write_text("#!/bin/sh\necho 'Collecting torch==2.13.0'\nexec sleep 60\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_a_pip_that_hangs_with_its_output_open_is_one_clear_error(tmp_path):
+    spec = EnvSpec("x", requirements=("torch==2.13.0",))
+    lines = []
+    with pytest.raises(EnvError, match=r"--env x: pip install torch==2.13.0 did not finish in 0s .*Collecting torch"):
+        envs_mod._stream([str(_hanging_pip(tmp_path))], spec, lambda stage, line: lines.append(line), timeout_s=0.3)
+    assert lines == ["Collecting torch==2.13.0"]  # output still reached the display before the deadline
+
+
+def test_a_venv_step_that_hangs_is_one_clear_error(tmp_path):
+    spec = EnvSpec("x", requirements=("torch==2.13.0",))
+    with pytest.raises(EnvError, match="--env x: creating the venv did not finish in 0s"):
+        envs_mod._check_call([str(_hanging_pip(tmp_path))], spec, "creating the venv", timeout_s=0.3)
 
 
 def test_ab_across_two_envs_names_them(tmp_path, capsys):

@@ -29,10 +29,13 @@ import fcntl
 import hashlib
 import json
 import os
+import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +53,7 @@ MARKER = "compilebench-env.json"
 VERSION_PACKAGES = ("torch", "triton", "pytorch-triton", "transformers", "diffusers", "numpy")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 INSTALL_TIMEOUT_S = 3600.0
+VENV_TIMEOUT_S = 600.0
 
 _PROBE = ("import importlib.metadata as m, json, platform, sys\n"
           "def v(name):\n"
@@ -112,11 +116,11 @@ class Env:
 def parse_env(text: str) -> EnvSpec:
     """`NAME=PYTHON`, `NAME=SPEC` or a bare `SPEC` (named after itself)."""
     text = text.strip()
+    if _is_bare_requirement(text):  # 'torch==2.12.1', 'torch>=2.12', 'torch<2.13 numpy<2': no NAME=
+        return EnvSpec(_slug(text), requirements=tuple(_requirements(text, _slug(text))))
     name, sep, value = text.partition("=")
-    if sep and value.startswith("="):  # 'torch==2.12.1': a bare requirement, not NAME=...
-        name, value = _slug(text), text
-    elif not sep:
-        if any(c in text for c in "<>~!") or _looks_like_python(text):
+    if not sep:
+        if _looks_like_python(text):
             name, value = _slug(text), text
         else:
             raise EnvError(f"--env {text!r} is not NAME=PYTHON or NAME=SPEC; e.g. --env old=torch==2.12.1 "
@@ -129,6 +133,23 @@ def parse_env(text: str) -> EnvSpec:
     if _looks_like_python(value):
         return EnvSpec(name, python=value)
     return EnvSpec(name, requirements=tuple(_requirements(value, name)))
+
+
+def _is_bare_requirement(text: str) -> bool:
+    """True when the whole text is pip requirement(s) with a version operator: splitting it at
+    the first '=' would cut 'torch>=2.12' into a name 'torch>' and a value '2.12'."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    items = text.split()
+    if not items:
+        return False
+    try:
+        reqs = [Requirement(item) for item in items]
+    except InvalidRequirement:
+        return False
+    # 'old=torch==2.1' is no requirement (InvalidRequirement); a plain 'torch' without an
+    # operator is not taken either: it reads like a NAME missing its '=' and gets that error
+    return any(r.specifier or r.url for r in reqs)
 
 
 def parse_envs(texts: Sequence[str], minimum: int = 1) -> list[EnvSpec]:
@@ -144,8 +165,16 @@ def parse_envs(texts: Sequence[str], minimum: int = 1) -> list[EnvSpec]:
     return specs
 
 
+# each operator its own word in a slug: 'torch<2.13' and 'torch==2.13' must not share a name
+# (or a cache folder prefix); longest first so '<=' is not read as '<' then '='
+_OPERATOR_WORDS = (("===", "-arb-"), ("==", "-"), (">=", "-ge-"), ("<=", "-le-"), ("~=", "-compat-"),
+                   ("!=", "-ne-"), (">", "-gt-"), ("<", "-lt-"))
+
+
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._+-]+", "-", text.replace("==", "-")).strip("-")[:60] or "env"
+    for operator, word in _OPERATOR_WORDS:
+        text = text.replace(operator, word)
+    return re.sub(r"[^A-Za-z0-9._+-]+", "-", text).strip("-")[:60] or "env"
 
 
 def _looks_like_python(value: str) -> bool:
@@ -330,28 +359,76 @@ def _pip(base_python: str, venv_python: str) -> list[str]:
     return [venv_python, "-m", "pip"]
 
 
-def _check_call(cmd: list[str], spec: EnvSpec, what: str) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+def _check_call(cmd: list[str], spec: EnvSpec, what: str, timeout_s: float = VENV_TIMEOUT_S) -> None:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        raise EnvError(f"--env {spec.name}: {what} did not finish in {timeout_s:.0f}s ({' '.join(cmd[:3])} ...); "
+                       f"check that the base Python works and the disk is not full, then run again") from None
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise EnvError(f"--env {spec.name}: {what} failed ({last})")
 
 
-def _stream(cmd: list[str], spec: EnvSpec, say: ProgressFn) -> None:
-    """Run pip, passing each output line to the progress display; keep the tail for errors."""
+def _stream(cmd: list[str], spec: EnvSpec, say: ProgressFn, timeout_s: float | None = None) -> None:
+    """Run pip, passing each output line to the progress display; keep the tail for errors.
+    The deadline covers the whole run, reading included: a pip that hangs with its output
+    open (a stalled download, a prompt) would otherwise block the line loop forever, and a
+    wait(timeout=) after it would never start. A reader thread feeds a queue; the loop here
+    waits on the queue with what is left of the deadline, then kills pip's process group."""
+    timeout_s = INSTALL_TIMEOUT_S if timeout_s is None else timeout_s
     tail: list[str] = []
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: queue.Queue[str | None] = queue.Queue()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)  # its own group: the kill reaches pip's children too
     assert proc.stdout is not None
-    for line in proc.stdout:
-        line = line.rstrip()
-        if line:
-            tail = (tail + [line])[-20:]
-            say("install", line)
-    rc = proc.wait(timeout=INSTALL_TIMEOUT_S)
+    reader = threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise _install_timeout(spec, timeout_s, tail) from None
+            if line is None:  # EOF: pip closed its output; it still gets the rest of the deadline to exit
+                break
+            line = line.rstrip()
+            if line:
+                tail = (tail + [line])[-20:]
+                say("install", line)
+        try:
+            rc = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise _install_timeout(spec, timeout_s, tail) from None
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        reader.join(timeout=5)
+        proc.stdout.close()
     if rc != 0:
         hint = next((t for t in reversed(tail) if "ERROR" in t), tail[-1] if tail else "no output")
         raise EnvError(f"--env {spec.name}: pip install {' '.join(spec.requirements)} failed ({hint}); check the "
                        f"spec, or point PIP_FIND_LINKS at a folder of wheels when offline")
+
+
+def _pump(stream: Any, lines: queue.Queue[str | None]) -> None:
+    """Reader thread: every line of pip's output, then None at EOF."""
+    try:
+        for line in stream:
+            lines.put(line)
+    except (OSError, ValueError):  # the stream closed under us after a kill
+        pass
+    lines.put(None)
+
+
+def _install_timeout(spec: EnvSpec, timeout_s: float, tail: list[str]) -> EnvError:
+    last = tail[-1] if tail else "no output"
+    return EnvError(f"--env {spec.name}: pip install {' '.join(spec.requirements)} did not finish in {timeout_s:.0f}s "
+                    f"(last output: {last}); check the network or point PIP_FIND_LINKS at a folder of wheels, "
+                    f"then run again")
 
 
 def cached_envs(root: Path | None = None) -> list[dict[str, Any]]:
