@@ -150,6 +150,36 @@ def test_second_signal_while_saving_the_interrupted_run(in_process, tmp_path):
     _check_interrupted(tmp_path, [OK])
 
 
+@pytest.mark.parametrize("step", ["warm-worker", "tlparse"])
+def test_signal_during_warm_compile_or_tlparse_is_not_held(in_process, tmp_path, step):
+    """Case 2's cold worker has exited; the signal lands in its warm-compile worker or in
+    tlparse (up to 300 s). It stops the run right there, not when that step ends: the step
+    goes no further, case 2 (in flight) is dropped, case 1 is kept."""
+    from harness.model.payloads import Timing
+
+    steps: list[str] = []  # each step, and whether it went on after the signal
+
+    def fake_process(case, spec, tmp, name, *args):
+        if name == "warm" and case.workload == OK_2 and step == "warm-worker":
+            steps.append("warm")
+            signal.raise_signal(signal.SIGINT)
+            steps.append("warm went on")
+        return Record(case, "ok", metrics={"compile_time_s": 1.0}, compiled=Timing(samples_s=[0.001]))
+
+    def fake_attach(record, trace_dir, max_bytes, key="trace"):
+        if key == "trace" and record.case.workload == OK_2 and step == "tlparse":
+            steps.append("tlparse")
+            signal.raise_signal(signal.SIGINT)
+            steps.append("tlparse went on")
+
+    in_process.setattr(runner, "run_worker", REAL_RUN_WORKER)  # the real one, around stand-in processes
+    in_process.setattr(runner, "_run_process", fake_process)
+    in_process.setattr(runner, "attach_trace", fake_attach)
+    assert main([*_run_args(tmp_path, [OK, OK_2]), "--warm-compile", "--trace"]) == EXIT_INTERRUPTED
+    assert steps == [{"warm-worker": "warm", "tlparse": "tlparse"}[step]]
+    _check_interrupted(tmp_path, [OK])
+
+
 def test_handlers_are_restored_after_a_run(in_process, tmp_path):
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     assert main(_run_args(tmp_path, [OK])) == 0

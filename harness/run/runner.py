@@ -238,15 +238,23 @@ def run_worker(case: Case, spec: dict[str, Any], timeout_s: float, python: str =
     trace_dir = trace.root / case_slug(case.case_id) if trace else None
     try:
         record = _run_process(case, spec, tmp, "cold", cache_dir, timeout_s, python, extra_env, trace_dir)
-        if spec.get("warm_compile") and record.status == "ok" and record.compiled is not None:
-            warm_spec = {**spec, "mode": "warm_compile"}
-            warm = _run_process(case, warm_spec, tmp, "warm", cache_dir, timeout_s, python, extra_env,
-                                trace_dir / "warm" if trace_dir else None)
-            merge_warm_compile(record, warm)
+        warm_compile = spec.get("warm_compile") and record.status == "ok" and record.compiled is not None
+        if not warm_compile and trace_dir is None:
+            return record
+        # The runner holds stop signals from here to the journal's fsync (its case loop runs
+        # this under deferred()). The warm worker and tlparse (up to TLPARSE_TIMEOUT_S) are
+        # still the case in flight: a signal stops them at once and the case is dropped (a
+        # --resume reruns it whole), instead of being held until they end (issue 18).
+        with interruptible():
+            if warm_compile:
+                warm_spec = {**spec, "mode": "warm_compile"}
+                warm = _run_process(case, warm_spec, tmp, "warm", cache_dir, timeout_s, python, extra_env,
+                                    trace_dir / "warm" if trace_dir else None)
+                merge_warm_compile(record, warm)
+                if trace_dir and trace:
+                    attach_trace(record, trace_dir / "warm", trace.max_bytes, key="warm_trace")
             if trace_dir and trace:
-                attach_trace(record, trace_dir / "warm", trace.max_bytes, key="warm_trace")
-        if trace_dir and trace:
-            attach_trace(record, trace_dir, trace.max_bytes)
+                attach_trace(record, trace_dir, trace.max_bytes)  # subprocess.run kills tlparse on the interrupt
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return record
@@ -502,7 +510,9 @@ def _run_cases(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
             checkpoint("next-case")
             if progress:
                 progress("start", case, i, len(cases), None)
-            with deferred():  # from the worker's exit to the journal's fsync, the case is finished: keep it
+            # held from the case's last process exit to the journal's fsync: the case is finished, keep it
+            # (run_worker reopens the window for the warm worker and tlparse)
+            with deferred():
                 if pool:
                     with interruptible():
                         record = pool.result(case)

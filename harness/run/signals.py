@@ -12,10 +12,11 @@ is how issue 18's SIGINT test failed while SIGTERM passed.
 
 A few stretches must not be cut in half, so a signal that lands in one is held and raised
 the moment the stretch ends (`deferred()`): spawning a worker and registering it for the
-kill, the span from a worker's exit to its record's fsync in the journal (the case is
-finished once the runner has seen its worker exit), and writing the run file and its
-history rows. Each of those is short and bounded; the long waits inside them (the worker
-itself) reopen the window with `interruptible()`. Handlers only ever run in the main thread,
+kill, the span from a case's last process exit to its record's fsync in the journal (the
+case is finished once the runner has seen its worker exit, and with --warm-compile / --trace
+its warm worker and tlparse too), and writing the run file and its history rows. Each of
+those is short and bounded; the long waits inside them (the worker, the warm worker,
+tlparse) reopen the window with `interruptible()`. Handlers only ever run in the main thread,
 so all of this is a no-op in other threads (the `--gpus` pool's slots).
 
 `checkpoint(name)` marks the named points of a run ("next-case", "worker-started",
