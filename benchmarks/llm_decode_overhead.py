@@ -64,15 +64,7 @@ def setup(args: argparse.Namespace) -> dict[str, Any]:
     torch.manual_seed(0)
     built = llm.make_factory(family)(ctx)
     model, prompt, opts = built.model, built.extras["prompt"], built.extras["options"]
-    cache = llm.new_static_cache(model, opts["prompt_len"] + opts["new_tokens"])
-    kw = llm.cache_kwarg(model)
-    with torch.no_grad():
-        first = model(input_ids=prompt, use_cache=True, **{kw: cache}).logits[:, -1, :].argmax(-1, keepdim=True)
-
-    def step(token: Any, position: Any) -> tuple[Any, Any]:
-        logits = model(input_ids=token, position_ids=position, use_cache=True, **{kw: cache}).logits[:, -1, :]
-        return logits.argmax(-1, keepdim=True), logits
-
+    cache, first, step = llm.static_decode_step(model, prompt, opts["prompt_len"] + opts["new_tokens"])
     compiled = torch.compile(step, mode=None if args.mode == "default" else args.mode)
     loop = llm.DecodeLoop(compiled, cache, first, opts["prompt_len"], opts["new_tokens"],
                           llm.TokenClock(args.device), mark_cudagraph_step=True)

@@ -297,6 +297,26 @@ def new_static_cache(model: Any, max_cache_len: int) -> Any:
     return StaticCache(config=model.config, max_cache_len=max_cache_len)
 
 
+def static_decode_step(model: Any, prompt: Any, max_cache_len: int) -> tuple[Any, Any, Callable[[Any, Any], tuple[Any, Any]]]:
+    """The decode setup: (cache, first_token, step). A static KV cache of `max_cache_len`
+    prefilled eagerly with `prompt`, the greedy token that prefill gives, and the step that
+    decodes one position into that cache (model forward + argmax, returning (token, logits)).
+    The decode scenario builds its variants with it, and so do benchmarks/llm_decode_overhead.py
+    and benchmarks/gpu/decode_profile.py, so they measure the very step the harness measures."""
+    import torch
+
+    kw = cache_kwarg(model)
+    cache = new_static_cache(model, max_cache_len)
+    with torch.no_grad():
+        first_token = model(input_ids=prompt, use_cache=True, **{kw: cache}).logits[:, -1, :].argmax(-1, keepdim=True)
+
+    def step(token: Any, position: Any) -> tuple[Any, Any]:
+        logits = model(input_ids=token, position_ids=position, use_cache=True, **{kw: cache}).logits[:, -1, :]
+        return logits.argmax(-1, keepdim=True), logits
+
+    return cache, first_token, step
+
+
 def peak_bandwidth(device: str) -> tuple[float | None, str]:
     """(bytes/s, source) for the device: harness.measure.devices if it knows, else the table."""
     if not device.startswith("cuda"):
@@ -548,23 +568,12 @@ def decode(built: Built, wl: Any, compiler: CompilerConfig, ctx: WorkloadContext
 
     model, prompt, opts = built.model, built.extras["prompt"], built.extras["options"]
     max_len = opts["prompt_len"] + opts["new_tokens"]
-    kw = cache_kwarg(model)
-    caches = {"eager": new_static_cache(model, max_len), "compiled": new_static_cache(model, max_len)}
-    first_token = None
-    with torch.no_grad():  # prefill both caches eagerly: identical starting states
-        for cache in caches.values():
-            logits = model(input_ids=prompt, use_cache=True, **{kw: cache}).logits[:, -1, :]
-            first_token = logits.argmax(-1, keepdim=True)
-
-    def make_step(cache: Any) -> Callable[[Any, Any], tuple[Any, Any]]:
-        def step(token: Any, position: Any) -> tuple[Any, Any]:
-            logits = model(input_ids=token, position_ids=position, use_cache=True, **{kw: cache}).logits[:, -1, :]
-            return logits.argmax(-1, keepdim=True), logits
-
-        return step
+    # one cache per variant, both prefilled eagerly from the same prompt: identical starting states
+    eager_cache, first_token, eager_step = static_decode_step(model, prompt, max_len)
+    compiled_cache, _, compiled_step = static_decode_step(model, prompt, max_len)
 
     clocks = {"eager": TokenClock(ctx.device), "compiled": TokenClock(ctx.device)}
-    eager_loop = DecodeLoop(make_step(caches["eager"]), caches["eager"], first_token, opts["prompt_len"],
+    eager_loop = DecodeLoop(eager_step, eager_cache, first_token, opts["prompt_len"],
                             opts["new_tokens"], clocks["eager"])
     compiled_loop = None
     watch = None
@@ -576,13 +585,13 @@ def decode(built: Built, wl: Any, compiler: CompilerConfig, ctx: WorkloadContext
             # from here on any recompile raises (torch._dynamo RecompileError -> fail_compile)
             torch._dynamo.config.error_on_recompile = True
 
-        compiled_loop = DecodeLoop(compiler.compile(make_step(caches["compiled"])), caches["compiled"], first_token,
+        compiled_loop = DecodeLoop(compiler.compile(compiled_step), compiled_cache, first_token,
                                    opts["prompt_len"], opts["new_tokens"], clocks["compiled"],
                                    mark_cudagraph_step=True, on_step=watch, after_first_call=first_call_done)
 
     bandwidth, bandwidth_source = peak_bandwidth(ctx.device)
     weight_bytes = weight_bytes_per_token(model)
-    kv_bytes = kv_cache_bytes(caches["eager"])
+    kv_bytes = kv_cache_bytes(eager_cache)
     batch = int(prompt.shape[0])
 
     def token_metrics() -> dict[str, Any]:

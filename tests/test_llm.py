@@ -145,15 +145,7 @@ def tiny_decode_setup(name="llama-3.1-8b", new_tokens=6):
     torch.manual_seed(0)
     built = llm.make_factory(family(name))(ctx(prompt_len=8, new_tokens=new_tokens))
     model, prompt = built.model, built.extras["prompt"]
-    cache = llm.new_static_cache(model, 8 + new_tokens)
-    kw = llm.cache_kwarg(model)
-    with torch.no_grad():
-        first = model(input_ids=prompt, use_cache=True, **{kw: cache}).logits[:, -1, :].argmax(-1, keepdim=True)
-
-    def step(token, position):
-        logits = model(input_ids=token, position_ids=position, use_cache=True, **{kw: cache}).logits[:, -1, :]
-        return logits.argmax(-1, keepdim=True), logits
-
+    cache, first, step = llm.static_decode_step(model, prompt, 8 + new_tokens)  # the decode scenario's own setup
     return model, prompt, cache, first, step
 
 

@@ -63,15 +63,7 @@ def build_loop(args: argparse.Namespace) -> tuple[Any, Any, int]:
     config = llm.build_config(llm.load_config_dict(llm.config_path(family_, args.size)))
     model = llm.build_model(config, args.device, getattr(torch, args.dtype))
     prompt = torch.randint(3, int(config.vocab_size), (1, args.prompt_len), device=args.device)
-    cache = llm.new_static_cache(model, args.prompt_len + args.tokens)
-    kw = llm.cache_kwarg(model)
-    with torch.no_grad():
-        first = model(input_ids=prompt, use_cache=True, **{kw: cache}).logits[:, -1, :].argmax(-1, keepdim=True)
-
-    def step(token: Any, position: Any) -> tuple[Any, Any]:
-        logits = model(input_ids=token, position_ids=position, use_cache=True, **{kw: cache}).logits[:, -1, :]
-        return logits.argmax(-1, keepdim=True), logits
-
+    cache, first, step = llm.static_decode_step(model, prompt, args.prompt_len + args.tokens)
     compiled = get_compiler(args.compiler).compile(step)
     clock = llm.TokenClock(args.device, skip_calls=0)
     loop = llm.DecodeLoop(compiled, cache, first, args.prompt_len, args.tokens, clock, mark_cudagraph_step=True)

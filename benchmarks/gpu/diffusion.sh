@@ -21,40 +21,19 @@
 #
 # Dry run of the logic on CPU (tiny UNet, Dynamo-only compilers, a few minutes):
 #   OUT=/tmp/dry DEVICE=cpu SIZE=tiny DTYPE=float32 CASES="aot_eager:300" bash benchmarks/gpu/diffusion.sh
-set -uo pipefail
-: "${OUT:?set OUT to an output folder}"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-PY=${PYTHON:-python3}
-DEVICE=${DEVICE:-cuda}
-SIZE=${SIZE:-full}
-DTYPE=${DTYPE:-float16}
 BUDGET_S=${BUDGET_S:-450}
+# shellcheck source=benchmarks/gpu/common.sh
+source "$(dirname "$0")/common.sh"  # OUT, PY, DEVICE, SIZE, START, remaining, fit_limit, versions
+DTYPE=${DTYPE:-float16}
 # compiler:per-case timeout in seconds, in the order they run
 CASES=${CASES:-"inductor:170 inductor-reduce-overhead:170 inductor-max-autotune-no-cudagraphs:400"}
 MARGIN_S=25  # summary + the runner's own start-up and run-file writing, per case
-START=$(date +%s)
-mkdir -p "$OUT"
 
-{
-  date -u +"date: %Y-%m-%dT%H:%M:%SZ"
-  $PY -c "import torch, diffusers; print('torch', torch.__version__, 'cuda', torch.version.cuda); print('diffusers', diffusers.__version__); print('gpu', torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none')" \
-    || { echo "cannot import torch and diffusers: put the diffusers wheel on PYTHONPATH"; exit 2; }
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null
-  echo "cases: $CASES; device $DEVICE, size $SIZE, dtype $DTYPE, budget ${BUDGET_S}s"
-} | tee "$OUT/versions.txt"
-[ "${PIPESTATUS[0]}" -eq 0 ] || exit 2
-
-remaining() { echo $(( BUDGET_S - ($(date +%s) - START) )); }
+versions "cases: $CASES; device $DEVICE, size $SIZE, dtype $DTYPE, budget ${BUDGET_S}s" diffusers
 
 run_case() {
-  local compiler=$1 limit=$2 left
-  left=$(( $(remaining) - MARGIN_S ))
-  if [ "$left" -lt 60 ]; then
-    echo "NOT STARTED $compiler: ${left}s of the ${BUDGET_S}s budget left (needs at least 60s)" | tee -a "$OUT/run.log"
-    return
-  fi
-  [ "$limit" -gt "$left" ] && limit=$left
+  local compiler=$1 limit
+  limit=$(fit_limit "$compiler" "$2" "$MARGIN_S" 60) || return
   echo "=== $compiler: per-case timeout ${limit}s ($(remaining)s of the budget left)" | tee -a "$OUT/run.log"
   # the runner kills the worker at --timeout and records `timeout`; the outer timeout only
   # guards against the runner itself hanging
@@ -74,4 +53,4 @@ if compgen -G "$OUT/runs/*.json" > /dev/null; then
 else
   echo "no run file was written" | tee "$OUT/summary.md"
 fi
-echo "script wall: $(( $(date +%s) - START ))s (budget ${BUDGET_S}s)" | tee -a "$OUT/summary.md"
+wall_line "$OUT/summary.md"

@@ -13,27 +13,14 @@
 # Writes under $OUT: versions.txt, bandwidth.json, run.log, runs/*.json, profile_*.json, summary.txt.
 # Budget: BUDGET_S (default 420 s); a step that no longer fits is not started.
 # Dry run on CPU: OUT=/tmp/dry DEVICE=cpu SIZE=tiny DTYPE=float32 COMPILER=aot_eager bash benchmarks/gpu/llm_fast.sh
-set -uo pipefail
-: "${OUT:?set OUT to an output folder}"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
-PY=${PYTHON:-python3}
-DEVICE=${DEVICE:-cuda}
-SIZE=${SIZE:-full}
+BUDGET_S=${BUDGET_S:-420}
+# shellcheck source=benchmarks/gpu/common.sh
+source "$(dirname "$0")/common.sh"  # OUT, PY, DEVICE, SIZE, START, remaining, fit_limit, versions
 DTYPE=${DTYPE:-bfloat16}
 COMPILER=${COMPILER:-gpt-fast-max-autotune}
 CACHE_ROOT=${CACHE_ROOT:-/tmp/cb-llm-cache}
-BUDGET_S=${BUDGET_S:-420}
-START=$(date +%s)
-mkdir -p "$OUT"
-remaining() { echo $(( BUDGET_S - ($(date +%s) - START) )); }
 
-{
-  date -u +"date: %Y-%m-%dT%H:%M:%SZ"
-  $PY -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__); print('gpu', torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none')"
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv 2>/dev/null
-  echo "compiler $COMPILER, device $DEVICE, size $SIZE, dtype $DTYPE, budget ${BUDGET_S}s"
-} | tee "$OUT/versions.txt"
+versions "compiler $COMPILER, device $DEVICE, size $SIZE, dtype $DTYPE, budget ${BUDGET_S}s" transformers
 
 if [ "$DEVICE" = cuda ]; then
   timeout 60 $PY - "$OUT/bandwidth.json" <<'PYEOF' | tee -a "$OUT/versions.txt"
@@ -56,10 +43,8 @@ PYEOF
 fi
 
 decode_case() {  # workload timeout_s
-  local wl=$1 limit=$2 left dir="$CACHE_ROOT/$1"
-  left=$(( $(remaining) - 20 ))
-  if [ "$left" -lt 60 ]; then echo "NOT STARTED $wl decode: ${left}s left" | tee -a "$OUT/run.log"; return; fi
-  [ "$limit" -gt "$left" ] && limit=$left
+  local wl=$1 limit dir="$CACHE_ROOT/$1"
+  limit=$(fit_limit "$wl decode" "$2" 20 60) || return
   rm -rf "$dir"; mkdir -p "$dir"
   echo "=== $wl decode, $COMPILER, timeout ${limit}s ($(remaining)s left)" | tee -a "$OUT/run.log"
   COMPILEBENCH_COMPILE_CACHE_DIR="$dir" timeout $(( limit + 20 )) $PY -m harness run --workload "$wl" \
@@ -70,10 +55,8 @@ decode_case() {  # workload timeout_s
 }
 
 profile() {  # workload timeout_s
-  local wl=$1 limit=$2 left
-  left=$(( $(remaining) - 10 ))
-  if [ "$left" -lt 45 ]; then echo "NOT STARTED $wl profile: ${left}s left" | tee -a "$OUT/run.log"; return; fi
-  [ "$limit" -gt "$left" ] && limit=$left
+  local wl=$1 limit
+  limit=$(fit_limit "$wl profile" "$2" 10 45) || return
   echo "=== $wl profile ($(remaining)s left)" | tee -a "$OUT/run.log"
   TORCHINDUCTOR_CACHE_DIR="$CACHE_ROOT/$wl" timeout "$limit" $PY benchmarks/gpu/decode_profile.py --workload "$wl" \
     --compiler "$COMPILER" --size "$SIZE" --dtype "$DTYPE" --device "$DEVICE" --json "$OUT/profile_$wl.json" \
@@ -103,4 +86,4 @@ for path in sorted(glob.glob(sys.argv[1] + "/runs/*.json")):
         if copy and m.get("achieved_bandwidth_bytes_s"):
             print(f"    of measured copy bandwidth ({copy / 1e12:.2f} TB/s): {m['achieved_bandwidth_bytes_s'] / copy:.1%}")
 PYEOF
-echo "script wall: $(( $(date +%s) - START ))s (budget ${BUDGET_S}s)" | tee -a "$OUT/summary.txt"
+wall_line "$OUT/summary.txt"

@@ -20,22 +20,15 @@
 # started (the log says so), a case that overruns its timeout is recorded as `timeout`.
 # Dry run on CPU (tiny pipeline, a few minutes):
 #   PART=cold OUT=/tmp/dry DEVICE=cpu SIZE=tiny DTYPE_LOW=float32 STEPS=2 bash benchmarks/gpu/sdxl_ladder.sh
-set -uo pipefail
-: "${OUT:?set OUT to an output folder}"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
-PY=${PYTHON:-python3}
+BUDGET_S=${BUDGET_S:-465}
+# shellcheck source=benchmarks/gpu/common.sh
+source "$(dirname "$0")/common.sh"  # OUT, PY, DEVICE, SIZE, START, remaining, fit_limit, versions
 PART=${PART:-cold}
-DEVICE=${DEVICE:-cuda}
-SIZE=${SIZE:-full}
 DTYPE_LOW=${DTYPE_LOW:-bfloat16}  # the tutorial's half precision
 STEPS=${STEPS:-30}
 CACHE_ROOT=${CACHE_ROOT:-/tmp/cb-sdxl-cache}
-BUDGET_S=${BUDGET_S:-465}
 MARGIN_S=20
-START=$(date +%s)
 FUSED="attention=sdpa channels_last=true fused_qkv=true"
-mkdir -p "$OUT"
 
 # rung|compiler|dtype|options|timeout_s|cache (a folder name under CACHE_ROOT, "fresh:" empties it first; - = none)
 case "$PART" in
@@ -50,25 +43,12 @@ case "$PART" in
   *) echo "PART must be cold or warm"; exit 2 ;;
 esac
 
-{
-  date -u +"date: %Y-%m-%dT%H:%M:%SZ"
-  $PY -c "import torch, diffusers, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'diffusers', diffusers.__version__, 'transformers', transformers.__version__); print('gpu', torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none')" \
-    || { echo "cannot import torch and diffusers: put the diffusers wheel on PYTHONPATH"; exit 2; }
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null
-  echo "part $PART; device $DEVICE, size $SIZE, steps $STEPS, budget ${BUDGET_S}s, cache root $CACHE_ROOT"
-} | tee "$OUT/versions.txt"
-[ "${PIPESTATUS[0]}" -eq 0 ] || exit 2
-
-remaining() { echo $(( BUDGET_S - ($(date +%s) - START) )); }
+versions "part $PART; device $DEVICE, size $SIZE, steps $STEPS, budget ${BUDGET_S}s, cache root $CACHE_ROOT" \
+  diffusers transformers
 
 run_rung() {
-  local rung=$1 compiler=$2 dtype=$3 options=$4 limit=$5 cache=$6 left opt_args=() env_cache=()
-  left=$(( $(remaining) - MARGIN_S ))
-  if [ "$left" -lt 45 ]; then
-    echo "NOT STARTED rung $rung ($compiler): ${left}s of the ${BUDGET_S}s budget left" | tee -a "$OUT/run.log"
-    return
-  fi
-  [ "$limit" -gt "$left" ] && limit=$left
+  local rung=$1 compiler=$2 dtype=$3 options=$4 limit cache=$6 opt_args=() env_cache=()
+  limit=$(fit_limit "rung $rung ($compiler)" "$5" "$MARGIN_S" 45) || return
   for o in $options; do opt_args+=(--option "$o"); done
   opt_args+=(--option "steps=$STEPS")
   if [ "$cache" != "-" ]; then
@@ -93,4 +73,4 @@ done
 if compgen -G "$OUT/runs/*.json" > /dev/null; then
   $PY benchmarks/sdxl_ladder_table.py "$OUT"/runs/*.json | tee "$OUT/summary.md"
 fi
-echo "script wall: $(( $(date +%s) - START ))s (budget ${BUDGET_S}s)" | tee -a "$OUT/summary.md"
+wall_line "$OUT/summary.md"
