@@ -121,5 +121,46 @@ def test_capabilities_go_into_the_environment_and_the_report(monkeypatch):
     assert "Missing here: <b>aot_compile</b>" in html
 
 
+class StubInspector(Inspector):
+    """A torch release described by what it has: {module: {attr: value}} (no other module)."""
+
+    def __init__(self, modules: dict[str, dict[str, object]]) -> None:
+        super().__init__("source")
+        self.modules = modules
+
+    def _ask(self, method, module, *args):
+        attrs = self.modules.get(module, {})
+        if method == "has":
+            return args[0] in attrs
+        if method == "value":
+            return attrs.get(args[0], caps.MISSING)
+        raise AssertionError(f"the aot_compile probe asked {method}")
+
+
+AOT_RELEASE = {"torch.compiler": {"load_compiled_function": object()},
+               "torch._dynamo.aot_compile": {"aot_compile_fullgraph": object(), "AOTCompiledFunction": object()},
+               "torch._dynamo.config": {"enable_aot_compile": True}}
+AOT_FEATURE = next(f for f in FEATURES if f.name == "aot_compile")
+
+
+def test_aot_compile_probe_needs_its_entry_points_not_mega_cache():
+    # no save_cache_artifacts anywhere in AOT_RELEASE: aot_compile is still there
+    assert AOT_FEATURE.probe(StubInspector(AOT_RELEASE)) == (True, "on by default")
+    off = {**AOT_RELEASE, "torch._dynamo.config": {"enable_aot_compile": False}}  # torch 2.11
+    ok, detail = AOT_FEATURE.probe(StubInspector(off))
+    assert ok and "sets torch._dynamo.config.enable_aot_compile = True" in detail
+
+
+@pytest.mark.parametrize("module, attr", [("torch.compiler", "load_compiled_function"),
+                                          ("torch._dynamo.aot_compile", "aot_compile_fullgraph"),
+                                          ("torch._dynamo.aot_compile", "AOTCompiledFunction"),
+                                          ("torch._dynamo.config", "enable_aot_compile")])
+def test_aot_compile_probe_is_missing_without_any_entry_point(module, attr):
+    release = {m: dict(attrs) for m, attrs in AOT_RELEASE.items()}
+    del release[module][attr]
+    ok, detail = AOT_FEATURE.probe(StubInspector(release))
+    assert not ok and f"{module}.{attr}" in detail
+
+
 def test_probe_json_is_serialisable():
     json.dumps(caps.capabilities_summary())

@@ -321,7 +321,13 @@ COMPILE_METRICS_FIELDS = (
 
 
 def _probe_aot_compile(ins: Inspector) -> tuple[bool, str]:
-    ok, detail = ins.has("torch.compiler", "load_compiled_function", "save_cache_artifacts")
+    # the entry points the lifecycle rows call: `fn.aot_compile(...)` is a closure that
+    # delegates to aot_compile_fullgraph, which returns an AOTCompiledFunction (its
+    # save_compiled_function writes the artifact); load_compiled_function reads it back.
+    # Mega-Cache (save_cache_artifacts) is another feature with its own probe: not needed here.
+    ok, detail = ins.has("torch.compiler", "load_compiled_function")
+    if ok:
+        ok, detail = ins.has("torch._dynamo.aot_compile", "aot_compile_fullgraph", "AOTCompiledFunction")
     if not ok:
         return ok, detail
     default = ins.value("torch._dynamo.config", "enable_aot_compile")
