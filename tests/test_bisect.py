@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.analysis.bisect_verdict import judge, side_evidence
+from harness.analysis.bisect_verdict import MetricNotMeasuredError, judge, side_evidence
 from harness.cli.main import main
 from harness.experiments.bisect import (
     BAD,
@@ -17,6 +17,7 @@ from harness.experiments.bisect import (
     NOISY,
     BisectError,
     BisectState,
+    default_state_path,
     open_state,
     probes_needed,
     run_bisect,
@@ -139,6 +140,59 @@ def test_state_file_of_another_bisect_is_refused(tmp_path):
     open_state(path, state_key(CASE.case_id, "latency", None, "worse", envs), envs)
     with pytest.raises(BisectError, match="another bisect"):
         open_state(path, state_key(CASE.case_id, "compile_time", None, "worse", envs), envs)
+
+
+def test_measurement_settings_are_part_of_the_bisect(tmp_path):
+    """Records taken under --min-time 0.1 are no evidence for a bisect asked for --min-time 1."""
+    envs = _envs(4)
+    quick = state_key(CASE.case_id, "latency", None, "worse", envs, measure={"min_time_s": 0.1, "timeout_s": 60.0})
+    longer = state_key(CASE.case_id, "latency", None, "worse", envs, measure={"min_time_s": 1.0, "timeout_s": 60.0})
+    assert default_state_path(tmp_path, quick) != default_state_path(tmp_path, longer)  # the same command resumes
+    path = tmp_path / "s.json"
+    open_state(path, quick, envs)
+    with pytest.raises(BisectError, match=r"--min-time: 0.1 there, 1.0 now") as err:
+        open_state(path, longer, envs)
+    assert "timeout" not in str(err.value)  # only what differs is named
+    state, resumed = open_state(path, quick, envs)
+    assert resumed
+
+
+def test_cli_bisect_resume_with_another_min_time_measures_afresh(tmp_path, capsys):
+    fakes = [make_fake_python(tmp_path / "py", f"e{i}", slowdown=0.3 if i >= 1 else 0.0) for i in range(2)]
+    argv = ["bisect", "-w", "mlp-classic", "--scenario", "forward", "-c", "inductor", "--metric", "latency",
+            "--out", str(tmp_path / "out"), *[a for i, f in enumerate(fakes) for a in ("--env", f"e{i}={f}")]]
+    assert main([*argv, "--min-time", "0"]) == 0
+    measured = sum(calls(f) for f in fakes)
+    assert main([*argv, "--min-time", "0"]) == 0 and sum(calls(f) for f in fakes) == measured  # resumed
+    capsys.readouterr()
+    assert main([*argv, "--min-time", "0.01"]) == 0
+    assert sum(calls(f) for f in fakes) == 2 * measured  # another setting: measured again, not reused
+    assert "resuming" not in capsys.readouterr().err
+    assert len(list((tmp_path / "out" / "bisect").glob("*.json"))) == 2
+
+
+def _without_compile_time(record):
+    record.metrics.pop("compile_time_s", None)
+    return record
+
+
+def test_judge_refuses_a_metric_the_case_does_not_record():
+    rng = np.random.default_rng(3)
+    ref = [_without_compile_time(synthetic_record(CASE, rng))]
+    cand = [_without_compile_time(synthetic_record(CASE, rng, compiled_median=9e-4))]
+    with pytest.raises(MetricNotMeasuredError, match=rf"metric compile_time was not measured for case "
+                                                     rf"{CASE.case_id} .*pick a metric the case records, e.g. "
+                                                     rf"--metric latency / speedup"):
+        judge(ref, cand, "compile_time")
+
+
+def test_bisect_on_an_unrecorded_metric_stops_instead_of_finding_no_bad_env():
+    state = BisectState(state_key(CASE.case_id, "compile_time", None, "worse", _envs(4)), _envs(4))
+    rng = np.random.default_rng(4)
+    with pytest.raises(MetricNotMeasuredError, match="compile_time was not measured"):
+        run_bisect(state, lambda i: _without_compile_time(synthetic_record(CASE, rng)),
+                   lambda ref, cand: judge(ref, cand, "compile_time"))
+    assert state.result is None
 
 
 def test_reference_that_fails_stops_with_a_clear_error():

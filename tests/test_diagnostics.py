@@ -212,10 +212,17 @@ def test_bisect_measurements_carry_the_trace_option(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "make_spec", lambda *a, **k: {})
     monkeypatch.setattr(runner, "run_worker", lambda case, spec, timeout, **kw: seen.append(kw) or Record(CASE, "ok"))
     opts = RunOptions(out_dir=str(tmp_path), trace=True, trace_max_mb=2)
-    measure = _measurer(CASE, opts, {}, 60.0, [SimpleNamespace(name="torch 2.13", python="py", torch="2.13")])
+    kept = [0]  # measurements already in the bisect's state file
+    measure = _measurer(CASE, opts, {}, 60.0, [SimpleNamespace(name="torch 2.13", python="py", torch="2.13")],
+                        lambda: kept[0])
     measure(0)
     assert seen[0]["trace"].root == tmp_path.resolve() / "traces" / "bisect-torch_2.13-m01"
     assert seen[0]["trace"].max_bytes == 2 << 20
+    # a resumed bisect (a fresh measurer over a state holding 4) continues at m05, never m01 again
+    kept[0] = 4
+    _measurer(CASE, opts, {}, 60.0, [SimpleNamespace(name="torch 2.13", python="py", torch="2.13")],
+              lambda: kept[0])(0)
+    assert seen[1]["trace"].root == tmp_path.resolve() / "traces" / "bisect-torch_2.13-m05"
 
 
 def test_the_cold_start_table_says_which_layer_hit():

@@ -26,6 +26,7 @@ from harness.analysis.compare import (
     compare_case,
 )
 from harness.analysis.thresholds import ThresholdConfig, Thresholds
+from harness.model.errors import UserError
 from harness.model.schema import Record
 
 BISECT_METRICS = ("latency", "speedup", "compile_time", "graph_breaks", "peak_memory", "status")
@@ -33,6 +34,11 @@ BISECT_METRICS = ("latency", "speedup", "compile_time", "graph_breaks", "peak_me
 # ("slower (eager too)") is torch's change too, so it counts; machine drift measures again
 WANTED = {"worse": (REGRESSION, SLOWER_EAGER_TOO), "better": (IMPROVEMENT, FASTER_EAGER_TOO)}
 UNDECIDED = (NOISY, MACHINE_DRIFT)
+
+
+class MetricNotMeasuredError(UserError, ValueError):
+    """The bisected metric is absent from the case's records: a bisect on it cannot decide
+    anything (the CLI exits 2 with the message, which names metrics the case does record)."""
 
 
 def thresholds_for(record: Record, metric: str, threshold: float | None, config: ThresholdConfig | None = None) -> Thresholds:
@@ -56,8 +62,9 @@ def judge(reference: Sequence[Record], candidate: Sequence[Record], metric: str,
     result = compare_case(case_id, ref, cand, thresholds, metrics=[metric])
     m = result.metric(metric)
     if m is None:
-        return {**evidence, "verdict": "good", "beyond_threshold": False,
-                "note": f"{metric} not measured on both sides: nothing to judge"}
+        # judging 'good' here would walk the search to a false "no bad env" (e.g. -c eager
+        # --metric compile_time: eager records no compile time): nothing can be judged at all
+        raise MetricNotMeasuredError(_not_measured(case_id, metric, ref, cand))
     # a torch change that slows eager too is what a version bisect hunts: bad as well
     wanted = (REGRESSION, SLOWER_EAGER_TOO) if direction == "worse" else (IMPROVEMENT, FASTER_EAGER_TOO)
     verdict = "bad" if m.verdict in wanted else ("noisy" if m.verdict == NOISY else "good")
@@ -66,6 +73,13 @@ def judge(reference: Sequence[Record], candidate: Sequence[Record], metric: str,
     return {**evidence, "verdict": verdict, "beyond_threshold": bool(beyond), "compare_verdict": m.verdict,
             "change": m.change, "ratio_ci": list(m.ci) if m.ci else None, "p_value": m.p_value,
             "threshold": m.threshold, "note": m.note}
+
+
+def _not_measured(case_id: str, metric: str, ref: list[Record], cand: list[Record]) -> str:
+    side = "the reference env" if _values(ref, metric).size == 0 else "the candidate env"
+    recorded = [m for m in BISECT_METRICS if m == "status" or (_values(ref, m).size and _values(cand, m).size)]
+    return (f"metric {metric} was not measured for case {case_id} (nothing recorded in {side}); pick a metric "
+            f"the case records, e.g. --metric {' / '.join(recorded)}")
 
 
 def _worse_is_up(metric: str, direction: str) -> bool:

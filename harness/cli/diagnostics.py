@@ -9,9 +9,10 @@ import argparse
 from typing import Any
 
 
-def add_diagnostic_options(p: argparse.ArgumentParser) -> None:
+def add_diagnostic_options(p: argparse.ArgumentParser, trace_dir: str = "OUT/traces/<run_id>/<case>/") -> None:
+    """`trace_dir`: where this command's traces go, as its --help should say it."""
     p.add_argument("--trace", action="store_true",
-                   help="write a TORCH_TRACE log per case under OUT/traces/<run_id>/<case>/ and, when tlparse is "
+                   help=f"write a TORCH_TRACE log per case under {trace_dir} and, when tlparse is "
                         "installed (pip install 'compilebench[trace]'), tlparse's HTML next to it; the report links it")
     p.add_argument("--trace-max-mb", type=float, metavar="MB",
                    help="cap each case's trace log at this many MiB (default 64); a cut is noted in the record")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     selection_options(p)
     from harness.cli.diagnostics import add_diagnostic_options
 
-    add_diagnostic_options(p)  # each measurement's trace: OUT/traces/bisect-<env>-mNN/<case>/
+    add_diagnostic_options(p, trace_dir="OUT/traces/bisect-<env>-mNN/<case>/ (NN: the measurement's number "
+                                        "in the state file, so a resumed bisect never overwrites an earlier trace)")
     p.set_defaults(func=cmd_bisect)
 
 
@@ -215,7 +216,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     case, opts, policy, timeout = _one_case(args)
     envs = resolve_cli_envs(args.env, 2)
     env_dicts = [e.to_dict() for e in envs]
-    key = state_key(case.case_id, args.metric, args.threshold, args.direction, env_dicts)
+    key = state_key(case.case_id, args.metric, args.threshold, args.direction, env_dicts,
+                    measure=_measure_settings(opts, policy, timeout))
     path = Path(args.state) if args.state else default_state_path(args.out, key)
     state, resumed = open_state(path, key, env_dicts)
     if resumed:
@@ -223,7 +225,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
               f"{len(state.steps)} step(s) decided)", file=sys.stderr)
     else:
         print(f"bisect state: {path} (run the same command again to resume)", file=sys.stderr)
-    measure = _measurer(case, opts, policy, timeout, envs)
+    measure = _measurer(case, opts, policy, timeout, envs, state.measurement_count)
     decide = lambda ref, cand: judge(ref, cand, args.metric, args.direction, args.threshold, config)  # noqa: E731
     try:
         run_bisect(state, measure, decide, max_repeats=args.repeats, progress=_BisectProgress(len(envs)))
@@ -256,21 +258,32 @@ def _one_case(args: argparse.Namespace):
     return cases[0], opts, policy, timeout
 
 
-def _measurer(case, opts, policy: dict[str, Any], timeout: float, envs: Sequence[Any]):
+def _measure_settings(opts, policy: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """What one measurement depends on besides the case and the env (goes into the state key):
+    the whole stop policy (suite defaults + --min-time/--min-samples), the worker timeout, the
+    memory limit and --warm-compile. Traces are left out: they observe, they do not change
+    the numbers."""
+    return {**policy, "timeout_s": timeout, "max_memory_gb": opts.max_memory_gb,
+            "warm_compile": bool(opts.warm_compile)}
+
+
+def _measurer(case, opts, policy: dict[str, Any], timeout: float, envs: Sequence[Any],
+              kept: Callable[[], int]):
     """One fresh worker of the case in env i. Run options travel in `opts` (a RunOptions)
     through make_spec, as for `run`: options added to RunOptions (e.g. tracing) reach the
-    bisect's workers here without touching the search."""
+    bisect's workers here without touching the search. `kept()` is how many measurements the
+    state file already holds: traces are numbered after it, so a resumed bisect continues
+    the numbering instead of writing over the first run's traces."""
     from harness.run.runner import default_cache_root, make_spec, run_worker
     from harness.run.traces import case_slug, trace_settings
 
     isa_cache = default_cache_root() / "isa-probe"
     isa_cache.mkdir(parents=True, exist_ok=True)
-    measured = [0]
 
     def measure(index: int):
         env = envs[index]
-        measured[0] += 1
-        trace = (trace_settings(opts.out_dir, f"bisect-{case_slug(env.name)}-m{measured[0]:02d}", opts.trace_max_mb)
+        number = kept() + 1  # the state adds each record right after this returns
+        trace = (trace_settings(opts.out_dir, f"bisect-{case_slug(env.name)}-m{number:02d}", opts.trace_max_mb)
                  if opts.trace else None)
         record = run_worker(case, make_spec(case, opts, policy, str(isa_cache)), timeout, python=env.python,
                             trace=trace)

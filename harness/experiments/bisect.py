@@ -90,10 +90,18 @@ class BisectState:
                 "measurements": self.measurements, "steps": self.steps, "result": self.result}
 
 
+# measurement settings in a state key -> the option that sets them, for the mismatch message
+MEASURE_OPTIONS = {"min_time_s": "--min-time", "min_samples": "--min-samples", "timeout_s": "--timeout",
+                   "max_memory_gb": "the memory limit", "warm_compile": "--warm-compile"}
+
+
 def state_key(case_id: str, metric: str, threshold: float | None, direction: str,
-              envs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+              envs: Sequence[dict[str, Any]], measure: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a bisect is: the same key resumes it. `measure` holds the settings a measurement
+    depends on (stop policy, timeout, ...): records taken under --min-time 1 are no evidence
+    for a bisect asked to run with --min-time 10, so a change starts another bisect."""
     return {"case": case_id, "metric": metric, "threshold": threshold, "direction": direction,
-            "envs": [[e["name"], e.get("spec", "")] for e in envs]}
+            "envs": [[e["name"], e.get("spec", "")] for e in envs], "measure": dict(measure or {})}
 
 
 def default_state_path(out_dir: str | Path, key: dict[str, Any]) -> Path:
@@ -115,11 +123,31 @@ def open_state(path: Path, key: dict[str, Any], envs: Sequence[dict[str, Any]]) 
         raise BisectError(f"{path}: bisect state version {data.get('version')!r} is not {STATE_VERSION}; "
                           f"start afresh with another --state path")
     if data.get("key") != _normalised(key):
-        raise BisectError(f"{path} holds another bisect ({data.get('key', {}).get('case')}, "
-                          f"{data.get('key', {}).get('metric')}); pass another --state path to start this one")
+        saved = data.get("key") if isinstance(data.get("key"), dict) else {}
+        raise BisectError(f"{path} holds another bisect ({_key_difference(saved, _normalised(key))}); pass "
+                          f"another --state path to start this one, or repeat the options it was started with")
     state = BisectState(data["key"], list(envs), data.get("measurements", {}), data.get("steps", []),
                         data.get("result"), path)
     return state, True
+
+
+def _key_difference(saved: dict[str, Any], wanted: dict[str, Any]) -> str:
+    """Which inputs differ, named as the user set them: '--min-time: 1.0 there, 10.0 now'."""
+    parts = []
+    for field_name in sorted(set(saved) | set(wanted)):
+        old, new = saved.get(field_name), wanted.get(field_name)
+        if old == new:
+            continue
+        if field_name == "measure" and isinstance(old, dict) and isinstance(new, dict):
+            for option in sorted(set(old) | set(new)):
+                if old.get(option) != new.get(option):
+                    name = MEASURE_OPTIONS.get(option, f"measurement setting {option}")
+                    parts.append(f"{name}: {old.get(option)!r} there, {new.get(option)!r} now")
+        elif field_name == "measure":
+            parts.append("measurement settings: not recorded there (an older state file)")
+        else:
+            parts.append(f"{field_name}: {old!r} there, {new!r} now")
+    return "; ".join(parts) or "different inputs"
 
 
 def _normalised(obj: Any) -> Any:
