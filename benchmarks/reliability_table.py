@@ -228,6 +228,25 @@ point below and checks exactly that.
 """
 
 
+TEST_AUDIT = """## The project's own tests under load (issue 18's audit, 2026-11-30)
+
+The whole suite from a clean clone of main (`.ci/pytest_strict.py -q --durations=30`), one core kept busy
+by a CPU hog, on this 2-core machine while seven other sessions worked on it (load average 13-20 all
+along), started from a script with `&`, so with SIGINT ignored, as issue 18's failing run was.
+
+- Run 1, a89ef55 (before the fix): 290 passed, 1 failed, 9 skipped in 5,420 s of pytest (5,512 s wall);
+  693 s of CPU (pytest 91 s, the processes it waited for 602 s). The failure was issue 18's:
+  `test_sigint_and_sigterm_keep_finished_cases[SIGINT]` ran case 2 to the end and exited 0.
+- Where the time goes: about 700 s of CPU, so about 700 s on an idle 2-core box (issue 18 measured
+  700 s) and 90 minutes at load 15. Nine phases were 3,720 s of the 5,420: the cold/warm/AOT start fixture
+  (tests/test_lifecycle.py) 1,183 s, every LLM scenario 766 s, the tiny SDXL UNet through Inductor 484 s,
+  the fault corpus 278 s, the gate's end-to-end runs 258 + 208 + 205 s, the shape sweeps 200 + 137 s. Each
+  is a real cold Inductor compile (C++ built with g++) in a fresh process, which is what it checks.
+- Signal tests no longer race a case: tests/test_signals.py places each signal with a checkpoint or a case
+  that blocks until killed (one subprocess run instead of two that each raced a 4-second case).
+"""
+
+
 def render(faults: list[list[str]], signals: list[list[str]], bad: list[list[str]], wall_s: float) -> str:
     return f"""# Reliability: faults survived, interruptions resumed, bad input refused
 
@@ -250,6 +269,8 @@ control cases before and after stay `ok`). The run exits 1 because cases failed.
 ## Bad input (through the CLI: exit 2, one line, nothing half-written)
 
 {_table(["input", "exit", "the one line on stderr", "output left behind"], bad)}
+
+{TEST_AUDIT}
 
 ## Known limits
 
