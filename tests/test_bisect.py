@@ -274,7 +274,12 @@ def test_cli_bisect_bad_input_is_one_line(tmp_path, capsys):
 def test_judge_counts_a_whole_model_slowdown_as_bad():
     """Across torch builds eager moving with the compiled code is torch's change too."""
     rng = np.random.default_rng(5)
+    ref = [synthetic_record(CASE, rng, eager_median=1e-3, compiled_median=5e-4, n=60, probe_median=1e-4)]
+    cand = [synthetic_record(CASE, rng, eager_median=1.4e-3, compiled_median=7e-4, n=60, probe_median=1e-4)]
+    out = judge(ref, cand, "latency")
+    assert out["compare_verdict"] == "slower (eager too)" and out["verdict"] == BAD
+    # without a probe the search still counts it (it re-measures the midpoints anyway)
     ref = [synthetic_record(CASE, rng, eager_median=1e-3, compiled_median=5e-4, n=60)]
     cand = [synthetic_record(CASE, rng, eager_median=1.4e-3, compiled_median=7e-4, n=60)]
     out = judge(ref, cand, "latency")
-    assert out["compare_verdict"] == "slower (eager too)" and out["verdict"] == BAD
+    assert out["compare_verdict"] == "slower (eager too; no probe)" and out["verdict"] == BAD

@@ -18,6 +18,7 @@ from harness.analysis.compare import (
     NOW_PASSING,
     REGRESSION,
     SLOWER_EAGER_TOO,
+    SLOWER_EAGER_TOO_NO_PROBE,
     STILL_FAILING,
     UNCHANGED,
     EnvironmentMismatchError,
@@ -264,13 +265,79 @@ def test_eager_moving_on_a_steady_machine_is_a_whole_model_regression():
     assert result.metric("latency").verdict == REGRESSION and result.verdict == REGRESSION
 
 
-def test_eager_too_without_a_probe_says_it_cannot_tell_the_machine_from_a_change():
+def test_eager_too_without_a_probe_warns_and_does_not_fail(tmp_path):
+    """No usable probe (none recorded: older run files; or too few probe samples per kernel:
+    short --min-time policies): eager and compiled 40% slower together may be the machine,
+    so the verdict says `no probe`, warns, and the gate passes; the same change with a steady
+    probe fails (test above)."""
     rng = np.random.default_rng(10)
     case = synthetic_case(0)
     base = synthetic_record(case, rng)
     both = synthetic_record(case, rng, eager_median=1e-3 * 1.4, compiled_median=5e-4 * 1.4)
     result = compare_case(case.case_id, [base], [both], _defaults())
-    assert result.verdict == SLOWER_EAGER_TOO and "no machine probe" in result.metric("latency").note
+    assert result.verdict == SLOWER_EAGER_TOO_NO_PROBE and SLOWER_EAGER_TOO_NO_PROBE not in DEFAULT_FAIL_ON
+    assert "no usable machine probe" in result.metric("latency").note
+    assert "machine probe steady" not in result.metric("latency").note
+    short_base = synthetic_record(case, rng, probe_median=1e-4, probe_n=3)  # under MIN_SAMPLES per kernel
+    short_head = synthetic_record(case, rng, eager_median=1.4e-3, compiled_median=7e-4, probe_median=1e-4, probe_n=3)
+    assert compare_case(case.case_id, [short_base], [short_head], _defaults()).verdict == SLOWER_EAGER_TOO_NO_PROBE
+    save_run(_case_run("b", base), tmp_path / "b.json")
+    save_run(_case_run("h", both), tmp_path / "h.json")
+    assert main(["compare", str(tmp_path / "b.json"), str(tmp_path / "h.json")]) == 0
+    assert main(["compare", str(tmp_path / "b.json"), str(tmp_path / "h.json"),
+                 "--fail-on", SLOWER_EAGER_TOO_NO_PROBE]) == 1
+    # a compiled-only slowdown needs no probe: eager held still, it stays a failing regression
+    code = synthetic_record(case, rng, compiled_median=5e-4 * 1.4)
+    assert compare_case(case.case_id, [base], [code], _defaults()).verdict == REGRESSION
+
+
+def _torch_env(version: str) -> dict:
+    from harness.testing.synthetic import SYNTHETIC_ENV
+
+    return {**SYNTHETIC_ENV, "torch_version": version}
+
+
+@pytest.mark.parametrize("version", ["gpu-1", "cpu-1"])
+def test_a_torch_bound_probe_is_not_divided_out_across_torch_builds(version):
+    """A probe set that calls torch moved +40% with eager and compiled, and head ran another
+    torch build: the probe may be timing the torch change itself, so compare does not
+    normalise (no `machine drift`), says why, and does not claim a steady machine. The same
+    records from one torch build are machine drift; a steady torch-bound probe still vouches
+    for the machine (a whole-model failure)."""
+    rng = np.random.default_rng(15)
+    case = synthetic_case(0)
+    base = synthetic_record(case, rng, probe_median=1e-4, probe_version=version)
+    slow = synthetic_record(case, rng, eager_median=1.4e-3, compiled_median=7e-4, probe_median=1.4e-4,
+                            probe_version=version)
+    steady = synthetic_record(case, rng, eager_median=1.4e-3, compiled_median=7e-4, probe_median=1e-4,
+                              probe_version=version)
+
+    def cmp(head, head_torch):
+        return compare_runs([Run("b", "2026-01-01T00:00:00+00:00", "b", _torch_env("2.13.0"), {}, [base])],
+                            [Run("h", "2026-01-01T00:00:00+00:00", "h", _torch_env(head_torch), {}, [head])],
+                            allow_mismatch=True).cases[0]
+
+    across = cmp(slow, "2.14.0")
+    latency = across.metric("latency")
+    assert latency.raw_change is None and latency.change == pytest.approx(0.4, abs=0.05)
+    assert "not normalised" in latency.note and f"probe set {version} runs on torch" in latency.note
+    assert across.verdict == SLOWER_EAGER_TOO_NO_PROBE and "machine probe steady" not in latency.note
+    assert cmp(slow, "2.13.0").verdict == MACHINE_DRIFT
+    held = cmp(steady, "2.14.0")
+    assert held.verdict == SLOWER_EAGER_TOO and "machine probe steady" in held.metric("latency").note
+    # compare_case callers across builds (versions, bisect) say so themselves
+    direct = compare_case(case.case_id, [base], [slow], _defaults(), torch_differs=True)
+    assert direct.verdict == SLOWER_EAGER_TOO_NO_PROBE
+
+
+def test_the_torch_free_cpu_probe_normalises_across_torch_builds():
+    """cpu-2 calls no torch: a +40% probe across torch builds is the machine, divided out."""
+    rng = np.random.default_rng(16)
+    case = synthetic_case(0)
+    base = synthetic_record(case, rng, probe_median=1e-4)
+    slow = synthetic_record(case, rng, eager_median=1.4e-3, compiled_median=7e-4, probe_median=1.4e-4)
+    result = compare_case(case.case_id, [base], [slow], _defaults(), torch_differs=True)
+    assert result.verdict == MACHINE_DRIFT and result.metric("latency").raw_change == pytest.approx(0.4, abs=0.05)
 
 
 def test_per_process_drift_is_normalised_in_ab_compares():

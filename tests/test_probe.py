@@ -6,12 +6,14 @@ import pytest
 
 from harness.measure.probe import (
     CPU_PROBE_VERSION,
+    GPU_PROBE_VERSION,
     MachineProbe,
     ProbeKernel,
     ProbeSchedule,
     cpu_kernels,
     probe_block,
     probe_score,
+    probe_uses_torch,
     relative_slowness,
 )
 from harness.measure.timing import StopPolicy, measure_interleaved
@@ -137,6 +139,24 @@ def test_cpu_kernel_set_runs_for_real():
     assert set(probe.samples) == {"gemm", "pointwise", "python"}
     assert all(len(v) == 5 and min(v) > 0 for v in probe.samples.values())
     assert probe_score(probe_block({"machine_probe": probe.to_dict()})) > 0
+
+
+def test_cpu_kernel_set_never_touches_torch(monkeypatch):
+    """The CPU set must not time the torch under test (a slower dispatcher would pass as
+    machine drift): with `torch` poisoned, building and running every kernel still works."""
+    import sys
+
+    class Poisoned:
+        def __getattr__(self, name):
+            raise AssertionError(f"the CPU probe used torch.{name}")
+
+    monkeypatch.setitem(sys.modules, "torch", Poisoned())
+    kernels = cpu_kernels()
+    for k in kernels:
+        k.fn()
+    assert [k.name for k in kernels] == ["gemm", "pointwise", "python"]
+    assert not probe_uses_torch(CPU_PROBE_VERSION)
+    assert probe_uses_torch(GPU_PROBE_VERSION) and probe_uses_torch("cpu-1") and probe_uses_torch(None)
 
 
 def test_host_timer_reports_cpu_seconds_and_the_loop_keeps_them_aligned():

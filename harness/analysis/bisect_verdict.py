@@ -23,6 +23,7 @@ from harness.analysis.compare import (
     NOW_PASSING,
     REGRESSION,
     SLOWER_EAGER_TOO,
+    SLOWER_EAGER_TOO_NO_PROBE,
     compare_case,
 )
 from harness.analysis.thresholds import ThresholdConfig, Thresholds
@@ -32,7 +33,7 @@ from harness.model.schema import Record
 BISECT_METRICS = ("latency", "speedup", "compile_time", "graph_breaks", "peak_memory", "status")
 # compare's verdicts -> the search's: across torch builds, eager moving with compiled code
 # ("slower (eager too)") is torch's change too, so it counts; machine drift measures again
-WANTED = {"worse": (REGRESSION, SLOWER_EAGER_TOO), "better": (IMPROVEMENT, FASTER_EAGER_TOO)}
+WANTED = {"worse": (REGRESSION, SLOWER_EAGER_TOO, SLOWER_EAGER_TOO_NO_PROBE), "better": (IMPROVEMENT, FASTER_EAGER_TOO)}
 UNDECIDED = (NOISY, MACHINE_DRIFT)
 
 
@@ -59,14 +60,17 @@ def judge(reference: Sequence[Record], candidate: Sequence[Record], metric: str,
     evidence = {"metric": metric, "reference": side_evidence(ref, metric), "candidate": side_evidence(cand, metric)}
     if metric == "status" or any(r.status != "ok" for r in cand):
         return {**evidence, **_status_verdict(ref, cand, metric, direction)}
-    result = compare_case(case_id, ref, cand, thresholds, metrics=[metric])
+    # bisected envs are (usually) different torch builds: a torch-bound probe must not normalise them
+    result = compare_case(case_id, ref, cand, thresholds, metrics=[metric], torch_differs=True)
     m = result.metric(metric)
     if m is None:
         # judging 'good' here would walk the search to a false "no bad env" (e.g. -c eager
         # --metric compile_time: eager records no compile time): nothing can be judged at all
         raise MetricNotMeasuredError(_not_measured(case_id, metric, ref, cand))
     # a torch change that slows eager too is what a version bisect hunts: bad as well
-    wanted = (REGRESSION, SLOWER_EAGER_TOO) if direction == "worse" else (IMPROVEMENT, FASTER_EAGER_TOO)
+    # (with or without a probe vouching for the machine: the search re-measures the midpoints)
+    wanted = (REGRESSION, SLOWER_EAGER_TOO, SLOWER_EAGER_TOO_NO_PROBE) if direction == "worse" \
+        else (IMPROVEMENT, FASTER_EAGER_TOO)
     verdict = "bad" if m.verdict in wanted else ("noisy" if m.verdict == NOISY else "good")
     beyond = m.change is not None and m.threshold is not None and abs(m.change) >= float(m.threshold) and (
         (m.change > 0) == _worse_is_up(metric, direction))

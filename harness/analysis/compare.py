@@ -22,7 +22,10 @@ process: when it moved, each process's samples are divided by its probe score, s
 machine's drift is normalised out and the verdict says so (`machine drift` when nothing is
 left). Eager, in the same processes, says whether the change is the compiled code's alone:
 probe steady (or normalised) and eager moved with latency -> `slower (eager too)`, a real
-change in torch or the model, which fails the gate unless `whole_model = "warn"`.
+change in torch or the model, which fails the gate unless `whole_model = "warn"`. With no
+usable probe (none recorded, too few samples, or a torch-bound probe across two torch
+builds, which would divide the torch change under test out) the same is `slower (eager
+too; no probe)`: machine and torch look alike there, so it warns instead of failing.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ from harness.analysis.thresholds import (
     ThresholdConfig,
     Thresholds,
 )
-from harness.measure.probe import probe_block, relative_slowness
+from harness.measure.probe import MIN_SAMPLES as MIN_PROBE_SAMPLES
+from harness.measure.probe import probe_block, probe_uses_torch, relative_slowness
 from harness.model.schema import Record, Run, RunFileError
 
 # verdicts, worst first (the order of the markdown report); each names what was seen:
@@ -54,7 +58,13 @@ REGRESSION, NOW_FAILING, MISSING, NOISY = "regression", "now failing", "missing"
 IMPROVEMENT, NOW_PASSING, NEW, UNCHANGED = "improvement", "now passing", "new", "unchanged"
 STILL_FAILING, NOT_APPLICABLE = "still failing", "n/a"
 SLOWER_EAGER_TOO, FASTER_EAGER_TOO, MACHINE_DRIFT = "slower (eager too)", "faster (eager too)", "machine drift"
-VERDICT_ORDER = (REGRESSION, SLOWER_EAGER_TOO, NOW_FAILING, MISSING, NOISY, MACHINE_DRIFT, IMPROVEMENT,
+# eager slowed with the compiled code but no usable probe says whether the machine held still
+# (none recorded, too few probe samples, probe off, or a torch-bound probe across torch builds):
+# machine drift and a real whole-model change look alike, so it warns and does not fail by default
+# (no comma in the name: --fail-on is a comma list)
+SLOWER_EAGER_TOO_NO_PROBE = "slower (eager too; no probe)"
+VERDICT_ORDER = (REGRESSION, SLOWER_EAGER_TOO, NOW_FAILING, MISSING, SLOWER_EAGER_TOO_NO_PROBE, NOISY,
+                 MACHINE_DRIFT, IMPROVEMENT,
                  FASTER_EAGER_TOO, NOW_PASSING, NEW, STILL_FAILING, UNCHANGED, NOT_APPLICABLE)
 DEFAULT_FAIL_ON = (REGRESSION, SLOWER_EAGER_TOO, NOW_FAILING)
 # below 4 per side a two-sided U test on process medians cannot reach p < 0.05 (3 vs 3: p >= 0.1)
@@ -67,6 +77,8 @@ MIN_RAN_FRACTION = 0.25  # below this share of samples left, the descheduled fil
 
 # environment fields that make a comparison meaningless when they differ
 HARDWARE_FIELDS = ("machine", "cpu_model", "device names")
+# the torch build: a probe set that calls torch (probe_uses_torch) is trusted only when they agree
+TORCH_FIELDS = ("torch_version", "torch_git", "torch_cuda", "torch_hip")
 COMPILER_FIELDS = ("torch_version", "torch_git", "torch_cuda", "torch_hip", "packages.triton", "packages.pytorch-triton")
 
 
@@ -127,6 +139,8 @@ class CaseResult:
     # machine-speed probe change head vs base (+: head's machine slower; None: no probe on both sides)
     probe_change: float | None = None
     warn_only: bool = False  # a whole-model change under whole_model = "warn": shown, never failing
+    # why the probe cannot tell machine drift from a real change here ('' when it can)
+    probe_caveat: str = ""
 
     def metric(self, name: str) -> MetricResult | None:
         return next((m for m in self.metrics if m.metric == name), None)
@@ -525,16 +539,23 @@ class _MachineProbe:
     head: list[float]
     change: float  # geometric mean of head factors / that of base - 1 (+: head's machine slower)
     normalise: bool
+    version: str = ""
+    # the set calls torch and the sides' torch builds differ: it times the change under test
+    # too, so it is never divided out (a slower torch would pass as machine drift)
+    torch_bound: bool = False
 
     def factors(self, side: str) -> list[float]:
         return self.base if side == "base" else self.head
 
 
-def _machine_probe(base: list[Record], head: list[Record], thresholds: Thresholds) -> _MachineProbe | None:
+def _machine_probe(base: list[Record], head: list[Record], thresholds: Thresholds,
+                   torch_differs: bool = False) -> _MachineProbe | None:
     """The case's probe, when every process on both sides carries one of the same version.
     One process per side: normalise only when the probe moved by the `probe` threshold (its
     own noise would otherwise leak into a steady comparison). Per-process tests normalise
-    always: each process's own drift comes out, and the test still sees what is left."""
+    always: each process's own drift comes out, and the test still sees what is left.
+    A probe set that calls torch (the GPU set) never normalises across differing torch
+    builds (`torch_differs`): it would divide the torch change under test out."""
     moved_at = thresholds.get("probe")
     if moved_at is None and not thresholds.enabled("probe"):
         return None
@@ -546,8 +567,11 @@ def _machine_probe(base: list[Record], head: list[Record], thresholds: Threshold
         return None
     bs, hs = factors[:len(base)], factors[len(base):]
     change = math.exp(float(np.mean(np.log(hs)) - np.mean(np.log(bs)))) - 1.0
+    version = str(blocks[0].get("version"))  # type: ignore[union-attr]
+    if torch_differs and probe_uses_torch(version):
+        return _MachineProbe(bs, hs, change, False, version, torch_bound=True)
     per_process = min(len(base), len(head)) >= MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST
-    return _MachineProbe(bs, hs, change, per_process or abs(change) >= float(moved_at or 0.0))
+    return _MachineProbe(bs, hs, change, per_process or abs(change) >= float(moved_at or 0.0), version)
 
 
 def _groups(records: list[Record], metric: str, factors: list[float] | None) -> list[np.ndarray]:
@@ -575,7 +599,12 @@ def _latency_result(metric: Metric, base: list[Record], head: list[Record], thre
     """Latency on probe-normalised samples when the machine moved; the raw change is kept."""
     if probe is None or not probe.normalise:
         bg, hg = _groups(base, metric.name, None), _groups(head, metric.name, None)
-        return _timing_result(metric, bg, hg, thresholds) if bg and hg else (None, None)
+        if not bg or not hg:
+            return None, None
+        result, pending = _timing_result(metric, bg, hg, thresholds)
+        if probe is not None and probe.torch_bound:
+            result.note = f"{result.note}; {_torch_bound_note(probe)}"
+        return result, pending
     bg, hg = _groups(base, metric.name, probe.factors("base")), _groups(head, metric.name, probe.factors("head"))
     if not bg or not hg or len(bg) != len(base) or len(hg) != len(head):
         return None, None
@@ -583,6 +612,11 @@ def _latency_result(metric: Metric, base: list[Record], head: list[Record], thre
     result.raw_change = _median_change(_groups(base, metric.name, None), _groups(head, metric.name, None))
     result.note = f"{result.note}; normalised by the machine probe ({probe.change:+.1%})"
     return result, pending
+
+
+def _torch_bound_note(probe: _MachineProbe) -> str:
+    return (f"not normalised: probe set {probe.version} runs on torch and base and head torch builds differ "
+            f"(probe {probe.change:+.1%}: machine or torch)")
 
 
 def _metric_result(metric: Metric, base: list[Record], head: list[Record], thresholds: Thresholds,
@@ -633,7 +667,7 @@ def _cpu_compile(record: Record) -> float | None:
 
 
 def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds: Thresholds,
-                metrics: Sequence[str] | None) -> tuple[CaseResult, list[_Pending]]:
+                metrics: Sequence[str] | None, torch_differs: bool = False) -> tuple[CaseResult, list[_Pending]]:
     ref = (head or base)[0].case
     result = CaseResult(case_id, ref.workload, ref.suite, UNCHANGED, None, None)
     if not base:
@@ -653,8 +687,13 @@ def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds
         return result, []
     if result.status_head != "ok":  # status gating switched off: nothing to measure
         return result, []
-    probe = _machine_probe(base, head, thresholds)
+    probe = _machine_probe(base, head, thresholds, torch_differs)
     result.probe_change = probe.change if probe else None
+    if probe is None:
+        result.probe_caveat = ("no usable machine probe (none recorded, probe off, "
+                              f"or under {MIN_PROBE_SAMPLES} samples per kernel)")
+    elif probe.torch_bound:
+        result.probe_caveat = _torch_bound_note(probe)
     pending = []
     for name in metrics or METRICS:
         if not thresholds.enabled(name):
@@ -686,11 +725,12 @@ def _attribute_latency(result: CaseResult, probe_moved_at: float) -> None:
     """Name what moved. A latency change beyond the threshold that the probe, having moved
     by `probe_moved_at` or more, normalised away is `machine drift`. A latency verdict whose
     size eager matched (same direction, at least half as large) is a whole-model change:
-    `slower (eager too)` / `faster (eager too)`."""
+    `slower (eager too)` / `faster (eager too)` when the probe says the machine held (or was
+    normalised); `slower (eager too; no probe)` (warn only) when nothing says so."""
     latency, eager = result.metric("latency"), result.eager_change
     if latency is None or latency.change is None:
         return
-    probe_steady = result.probe_change is None or abs(result.probe_change) < probe_moved_at
+    probe_steady = result.probe_change is not None and abs(result.probe_change) < probe_moved_at
     if latency.raw_change is not None and latency.verdict in (UNCHANGED, NOISY) and latency.threshold is not None \
             and abs(latency.raw_change) >= float(latency.threshold) and not probe_steady:
         latency.verdict = MACHINE_DRIFT
@@ -702,12 +742,17 @@ def _attribute_latency(result: CaseResult, probe_moved_at: float) -> None:
     if latency.verdict not in (REGRESSION, IMPROVEMENT) or eager is None:
         return
     if eager * latency.change > 0 and abs(eager) >= DRIFT_SHARE * abs(latency.change):
-        latency.verdict = SLOWER_EAGER_TOO if latency.verdict == REGRESSION else FASTER_EAGER_TOO
-        if result.probe_change is None:
-            seen = "no machine probe in these runs: machine drift or a real change in torch or the model"
+        # a torch-bound probe across torch builds still vouches for the machine when it held
+        # still (neither the machine nor torch moved its kernels); when it moved, it cannot
+        unknown = result.probe_change is None or (bool(result.probe_caveat) and not probe_steady)
+        if unknown:
+            latency.verdict = SLOWER_EAGER_TOO_NO_PROBE if latency.verdict == REGRESSION else FASTER_EAGER_TOO
+            seen = f"{result.probe_caveat}: machine drift or a real change in torch or the model"
         elif probe_steady:
+            latency.verdict = SLOWER_EAGER_TOO if latency.verdict == REGRESSION else FASTER_EAGER_TOO
             seen = f"machine probe steady ({result.probe_change:+.1%}): a real change in torch or the model"
         else:
+            latency.verdict = SLOWER_EAGER_TOO if latency.verdict == REGRESSION else FASTER_EAGER_TOO
             seen = f"after normalising machine drift (probe {result.probe_change:+.1%}): a real change in torch or the model"
         latency.note = f"{latency.note}; eager moved {eager:+.1%} too, {seen}"
         result.flags.append(f"latency {latency.change:+.1%}: eager moved {eager:+.1%} too, {seen}")
@@ -724,9 +769,11 @@ def _finish_case(result: CaseResult, thresholds: Thresholds | None = None) -> No
 
 
 def compare_case(case_id: str, base: list[Record], head: list[Record], thresholds: Thresholds,
-                 metrics: Sequence[str] | None = None) -> CaseResult:
-    """Verdicts for one case from its base and head records (one record per process)."""
-    result, pending = _judge_case(case_id, base, head, thresholds, metrics)
+                 metrics: Sequence[str] | None = None, torch_differs: bool = False) -> CaseResult:
+    """Verdicts for one case from its base and head records (one record per process).
+    `torch_differs`: the sides ran different torch builds (records do not carry their run's
+    environment; compare_runs works it out itself)."""
+    result, pending = _judge_case(case_id, base, head, thresholds, metrics, torch_differs)
     _resolve(pending)
     _finish_case(result, thresholds)
     return result
@@ -800,13 +847,15 @@ def compare_runs(base: Sequence[Run], head: Sequence[Run], config: ThresholdConf
             "base and head differ in " + "; ".join(mismatches) + " (pass --allow-mismatch to compare anyway)")
     if mismatches:
         warnings.append("COMPARING ACROSS DIFFERENT ENVIRONMENTS: " + "; ".join(mismatches))
+    torch_differs = bool(environment_mismatches(base, head, TORCH_FIELDS))
     bmap, hmap = group_records(base), group_records(head)
     ids = sorted(set(bmap) | set(hmap))
     cases, pending, case_thresholds = [], [], []
     for case_id in ids:
         ref = (hmap.get(case_id) or bmap[case_id])[0].case
         thresholds = config.for_case(case_id, ref.workload, ref.suite)
-        result, waiting = _judge_case(case_id, bmap.get(case_id, []), hmap.get(case_id, []), thresholds, metrics)
+        result, waiting = _judge_case(case_id, bmap.get(case_id, []), hmap.get(case_id, []), thresholds, metrics,
+                                      torch_differs)
         cases.append(result)
         case_thresholds.append(thresholds)
         pending.extend(waiting)

@@ -4,7 +4,9 @@ A latency change between two processes is either the code under test or the mach
 neighbour on the other core, a frequency change, a busier memory bus). Eager is no control
 for that when the change under test touches eager too (a torch or model change), so each
 worker also times a small, fixed, versioned set of kernels that no change to the case can
-touch. compare (harness/analysis/compare.py) reads them: the probe moved -> machine drift,
+touch. The CPU set calls no torch at all (numpy and the interpreter), so a torch change
+cannot move it either; the GPU set has to use the device through torch, so compare trusts it
+only between runs of one torch build (`probe_uses_torch`). compare (harness/analysis/compare.py) reads them: the probe moved -> machine drift,
 normalised out; the probe steady and eager moved -> a real whole-model change.
 
 The kernels run between the case's timed rounds (`ProbeSchedule`), never inside one, and
@@ -25,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-CPU_PROBE_VERSION = "cpu-1"
+CPU_PROBE_VERSION = "cpu-2"  # cpu-1 (before 2026-11-30 19:00) timed torch ops
 GPU_PROBE_VERSION = "gpu-1"
 # share of the case's timed seconds the probe may spend; the schedule keeps below it
 DEFAULT_BUDGET = 0.005
@@ -43,22 +45,26 @@ class ProbeKernel:
 
 
 def cpu_kernels() -> list[ProbeKernel]:
-    """CPU set cpu-1: a 64x64 fp32 GEMM, a 16k-element pointwise chain, a Python loop.
-    They touch the FPU/caches, memory, and the interpreter: what a CPU case spends time on."""
-    import torch
+    """CPU set cpu-2: a 64x64 fp32 GEMM and a 16k-element pointwise chain in numpy, and a
+    Python loop. They touch the FPU/caches, memory, and the interpreter: what a CPU case
+    spends time on. None of them calls torch: the probe must stay still when the torch under
+    test changes (a slower dispatcher or `mul` is exactly what `ab --env`, `versions`,
+    `bisect` and a torch PR gate look for; a torch probe would move with it and compare would
+    divide the regression out as machine drift). cpu-1 timed torch.mm / torch.mul."""
+    import numpy as np
 
-    gen = torch.Generator().manual_seed(0)
-    a = torch.randn(64, 64, generator=gen)
-    b = torch.randn(64, 64, generator=gen)
-    x = torch.randn(16384, generator=gen)
-    out = torch.empty_like(x)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((64, 64), dtype=np.float32)
+    b = rng.standard_normal((64, 64), dtype=np.float32)
+    x = rng.standard_normal(16384, dtype=np.float32)
+    out = np.empty_like(x)
 
     def gemm() -> Any:
-        return torch.mm(a, b)
+        return np.matmul(a, b)
 
     def pointwise() -> Any:
-        torch.mul(x, 1.0001, out=out)
-        return out.add_(0.5)
+        np.multiply(x, np.float32(1.0001), out=out)
+        return np.add(out, np.float32(0.5), out=out)
 
     def python_loop() -> int:
         total = 0
@@ -71,7 +77,9 @@ def cpu_kernels() -> list[ProbeKernel]:
 
 def gpu_kernels(device: str) -> list[ProbeKernel]:
     """GPU set gpu-1: a 1024^2 fp16 GEMM and a 32 MiB device-to-device copy: the compute and
-    memory sides of a GPU, each small enough to leave the case's timing alone."""
+    memory sides of a GPU, each small enough to leave the case's timing alone. They must use
+    the device, so they run on the torch (and CUDA/ROCm) under test: `probe_uses_torch` says
+    so, and compare does not normalise by them when the two sides' torch builds differ."""
     import torch
 
     gen = torch.Generator().manual_seed(0)
@@ -87,6 +95,13 @@ def gpu_kernels(device: str) -> list[ProbeKernel]:
         return dst.copy_(src)
 
     return [ProbeKernel("gemm", gemm, 4), ProbeKernel("copy", copy, 4)]
+
+
+def probe_uses_torch(version: Any) -> bool:
+    """Whether a probe set's kernels call torch (cpu-1, gpu-1; unknown versions: assume so).
+    Such a probe measures the torch build as well as the machine, so it tells machine drift
+    apart only between runs of the same torch build."""
+    return version != CPU_PROBE_VERSION
 
 
 @dataclass

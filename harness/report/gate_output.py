@@ -23,17 +23,18 @@ from harness.analysis.compare import (
     NOW_PASSING,
     REGRESSION,
     SLOWER_EAGER_TOO,
+    SLOWER_EAGER_TOO_NO_PROBE,
     CaseResult,
     Comparison,
     MetricResult,
 )
 from harness.report.display import fmt_bytes, fmt_seconds
 
-ATTENTION = (REGRESSION, SLOWER_EAGER_TOO, NOW_FAILING, MISSING, NOISY)
+ATTENTION = (REGRESSION, SLOWER_EAGER_TOO, NOW_FAILING, MISSING, SLOWER_EAGER_TOO_NO_PROBE, NOISY)
 STYLE = {REGRESSION: "bold red", SLOWER_EAGER_TOO: "bold red", NOW_FAILING: "bold red", MISSING: "yellow",
-         NOISY: "yellow", MACHINE_DRIFT: "cyan", IMPROVEMENT: "green", FASTER_EAGER_TOO: "green", NOW_PASSING: "green"}
+         SLOWER_EAGER_TOO_NO_PROBE: "yellow", NOISY: "yellow", MACHINE_DRIFT: "cyan", IMPROVEMENT: "green", FASTER_EAGER_TOO: "green", NOW_PASSING: "green"}
 EMOJI = {REGRESSION: ":red_circle:", SLOWER_EAGER_TOO: ":orange_circle:", NOW_FAILING: ":x:", MISSING: ":warning:",
-         NOISY: ":grey_question:", MACHINE_DRIFT: ":thermometer:", IMPROVEMENT: ":green_circle:",
+         SLOWER_EAGER_TOO_NO_PROBE: ":warning:", NOISY: ":grey_question:", MACHINE_DRIFT: ":thermometer:", IMPROVEMENT: ":green_circle:",
          FASTER_EAGER_TOO: ":green_circle:", NOW_PASSING: ":white_check_mark:"}
 
 
@@ -185,6 +186,8 @@ def markdown(cmp: Comparison, failing: list[CaseResult], title: str = "compilebe
     lines.append("Verdicts need a significant Mann-Whitney U test, a bootstrap CI of head/base that excludes 1, "
                  "and a change beyond the threshold. `regression`: the compiled code changed, eager did not. "
                  "`slower (eager too)`: eager changed with it on a steady machine (torch or the model). "
+                 "`slower (eager too; no probe)`: the same, but no usable machine probe says the machine held "
+                 "still (warns, does not fail by default). "
                  "`machine drift`: the machine-speed probe moved and nothing is left after normalising. "
                  "`noisy`: the spread is too high to decide a change of the threshold's size.")
     return "\n".join(lines) + "\n"

@@ -187,7 +187,7 @@ def grouped_reasons(records: list[Record], attr: str) -> list[dict[str, Any]]:
 # compare.py's metric names -> the report's delta columns (relative changes only; counts go to "why")
 DELTA_COLUMNS = {"speedup": "speedup", "latency": "latency_s", "compile_time": "compile_time_s",
                  "peak_memory": "compiled_peak_memory_bytes", "compile_host_memory": "compile_peak_rss_bytes"}
-_JUDGED = ("regression", "slower (eager too)", "now failing", "improvement", "faster (eager too)", "now passing",
+_JUDGED = ("regression", "slower (eager too)", "slower (eager too; no probe)", "now failing", "improvement", "faster (eager too)", "now passing",
            "noisy", "machine drift")
 
 

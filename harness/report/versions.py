@@ -127,7 +127,9 @@ def _adjacent(case_id: str, prev: dict[str, list[Record]], cur: dict[str, list[R
     if case_id not in prev or case_id not in cur:
         return None
     ref = cur[case_id][0].case
-    return compare_case(case_id, prev[case_id], cur[case_id], config.for_case(case_id, ref.workload, ref.suite))
+    # adjacent releases are different torch builds: a torch-bound probe must not normalise them
+    return compare_case(case_id, prev[case_id], cur[case_id], config.for_case(case_id, ref.workload, ref.suite),
+                        torch_differs=True)
 
 
 def _metric_verdict(result: Any, metric: str) -> tuple[str | None, Any]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.measure.probe import CPU_PROBE_VERSION
 from harness.model.schema import Case, Record, Run, error_info
 
 SYNTHETIC_ENV: dict[str, Any] = {
@@ -28,17 +29,17 @@ def synthetic_record(case: Case, rng: np.random.Generator, *, eager_median: floa
                      compiled_median: float = 5e-4, spread: float = 0.05, n: int = 100,
                      compile_time: float = 2.0, compile_spread: float = 0.02, peak_memory: int = 100 << 20, graph_breaks: int = 0,
                      recompiles: int = 0, status: str = "ok", accuracy: str = "pass",
-                     probe_median: float | None = None, probe_n: int = 20,
+                     probe_median: float | None = None, probe_n: int = 20, probe_version: str = CPU_PROBE_VERSION,
                      compile_cpu: float | None = None) -> Record:
     """One record whose samples are log-normal with the given medians and log-spread;
-    `probe_median`: a machine-speed probe block whose three kernels sit around it."""
+    `probe_median`: a machine-speed probe block (set `probe_version`) whose three kernels sit around it."""
     eager = (eager_median * np.exp(rng.normal(0, spread, n))).tolist()
     compiled = (compiled_median * np.exp(rng.normal(0, spread, n))).tolist()
     metrics = {"compile_time_s": compile_time * float(np.exp(rng.normal(0, compile_spread))),
                "graph_breaks": graph_breaks, "recompiles": recompiles, "accuracy": {"status": accuracy},
                "latency_s": float(np.median(compiled)), "speedup": float(np.median(eager) / np.median(compiled))}
     if probe_median is not None:
-        metrics["machine_probe"] = {"version": "cpu-1", "n": probe_n, "samples_s": {
+        metrics["machine_probe"] = {"version": probe_version, "n": probe_n, "samples_s": {
             k: (probe_median * np.exp(rng.normal(0, spread, probe_n))).tolist() for k in ("gemm", "pointwise", "python")}}
     if compile_cpu is not None:
         metrics["compile_cpu_s"] = compile_cpu * float(np.exp(rng.normal(0, compile_spread)))
