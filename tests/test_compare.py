@@ -373,6 +373,25 @@ def test_cold_compile_time_is_judged_on_cpu_seconds_when_recorded():
     assert wall_only.metric("compile_time").note.startswith("wall seconds")
 
 
+def test_gpu_compile_time_is_judged_on_wall_seconds():
+    """On a GPU compile_cpu_s misses the Triton compiles in Inductor's compile-worker pool:
+    compare judges wall seconds there, even when both sides recorded CPU seconds, and says why.
+    Here the pool's work doubled (wall +50%) while the partial CPU seconds held still."""
+    import dataclasses
+
+    rng = np.random.default_rng(17)
+    case = dataclasses.replace(synthetic_case(0), device="cuda")
+    base = synthetic_record(case, rng, compile_time=2.0, compile_cpu=1.0)
+    head = synthetic_record(case, rng, compile_time=3.0, compile_cpu=1.0)
+    ct = compare_case(case.case_id, [base], [head], _defaults()).metric("compile_time")
+    assert ct.verdict == REGRESSION and ct.note.startswith("wall seconds (not CPU seconds on a non-CPU device")
+    assert ct.change == pytest.approx(0.5, abs=0.05)
+    on_cpu = dataclasses.replace(case, device="cpu")
+    cpu_base = synthetic_record(on_cpu, rng, compile_time=2.0, compile_cpu=1.0)
+    cpu_head = synthetic_record(on_cpu, rng, compile_time=3.0, compile_cpu=1.0)
+    assert compare_case(on_cpu.case_id, [cpu_base], [cpu_head], _defaults()).metric("compile_time").verdict == UNCHANGED
+
+
 @pytest.mark.parametrize("toml,message", [
     ({"defaults": {"whole_model": "maybe"}}, "not a whole-model policy"),
     ({"defaults": {"probe": "fast"}}, "not a threshold"),

@@ -641,12 +641,16 @@ def _metric_result(metric: Metric, base: list[Record], head: list[Record], thres
 
 
 def _compile_time_result(metric: Metric, base: list[Record], head: list[Record], thresholds: Thresholds) -> Judged:
-    """Cold compile time, on the compile's CPU seconds when every process recorded them:
-    on a shared machine wall time also counts the waits for a core (docs/GATING.md, "Cold
-    compile time", has the A/A spreads of both), CPU seconds count the compile's work."""
+    """Cold compile time, on the compile's CPU seconds when the case ran on the CPU and every
+    process recorded them: on a shared machine wall time also counts the waits for a core
+    (docs/GATING.md, "Cold compile time", has the A/A spreads of both), CPU seconds count the
+    compile's work. On other devices, wall seconds: `compile_cpu_s` counts only waited-for
+    children, and the Triton compiles of a GPU case run in Inductor's long-lived compile-worker
+    pool, which is never waited for, so it would gate on a partial, varying share of the work."""
     cpu_b = [_cpu_compile(r) for r in base]
     cpu_h = [_cpu_compile(r) for r in head]
-    if all(v is not None for v in cpu_b + cpu_h) and cpu_b and cpu_h:
+    on_cpu = all(r.case.device.split(":")[0] == "cpu" for r in (*base, *head))
+    if on_cpu and all(v is not None for v in cpu_b + cpu_h) and cpu_b and cpu_h:
         result, pending = _scalar_result(metric, cpu_b, cpu_h, thresholds)  # type: ignore[arg-type]
         result.note = f"CPU seconds of the compile; {result.note}"
         return result, pending
@@ -655,7 +659,9 @@ def _compile_time_result(metric: Metric, base: list[Record], head: list[Record],
     if not bv or not hv:
         return None, None
     result, pending = _scalar_result(metric, bv, hv, thresholds)
-    result.note = f"wall seconds; {result.note}"
+    why = "" if on_cpu else (" (not CPU seconds on a non-CPU device: they miss the compiles in "
+                             "Inductor's compile-worker pool)")
+    result.note = f"wall seconds{why}; {result.note}"
     return result, pending
 
 

@@ -133,7 +133,8 @@ def measure_interleaved(
 def process_cpu_s() -> float:
     """CPU seconds of this process plus its waited-for children (Inductor's C++ compiler
     runs are children): the compile's work, which a neighbour stealing the core does not
-    inflate the way it inflates wall time."""
+    inflate the way it inflates wall time. Not the compile-worker pool's processes (Triton
+    compiles on GPUs): they outlive the compile and are never waited for."""
     import resource
 
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
