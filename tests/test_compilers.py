@@ -228,8 +228,10 @@ def test_each_named_config_runs_or_is_skipped_with_a_reason(name):
     if cfg.mode == "reduce-overhead":
         assert record.metrics["cudagraph_skips"] >= 1 and any("CUDA graphs were skipped" in n for n in record.notes)
     if cfg.mode in ("max-autotune", "max-autotune-no-cudagraphs") and not cfg.options_dict().get("freezing"):
-        assert not any(record.metrics["autotune"].values())
-        assert any("GEMM autotuning did not happen" in n for n in record.notes)
+        # torch 2.13 runs no autotune round on CPU without freezing; 2.11 runs one (and picks no
+        # template): the note must say "did not happen" exactly when no counter moved
+        autotuned = any(record.metrics["autotune"].values())
+        assert autotuned != any("GEMM autotuning did not happen" in n for n in record.notes), record.metrics["autotune"]
 
 
 def test_max_autotune_with_freezing_autotunes_cpu_gemms():
