@@ -5,6 +5,7 @@ native crash (SIGSEGV) names the step it happened in (faulthandler prints the Py
     python benchmarks/gpu/aoti_repro.py --model mlp --device cuda
     python benchmarks/gpu/aoti_repro.py --model gpt2 --device cuda --dtype bfloat16
     python benchmarks/gpu/aoti_repro.py --all --device cuda     # each variant in its own process
+    python benchmarks/gpu/aoti_repro.py --split --device cuda   # package in one process, load in a fresh one
 
 GPT-2 is transformers' GPT2LMHeadModel(GPT2Config()) with random weights (124 M params),
 called with use_cache=False and returning the logits, batch 1 x 128 tokens.
@@ -55,7 +56,12 @@ def build(model_name: str, device: str, dtype_name: str):
     return model, (torch.randint(3, 50257, (1, 128), device=device),)
 
 
-def run_one(model_name: str, device: str, dtype_name: str) -> int:
+def run_one(model_name: str, device: str, dtype_name: str, package_to: str | None = None,
+            load_from: str | None = None) -> int:
+    """Build, export, package, load, call. `package_to` stops after packaging (the package is
+    kept at that path); `load_from` skips building the package and loads that one instead: the
+    two halves in separate processes tell a crash of loading-where-you-compiled from one of
+    loading at all."""
     faulthandler.enable()
     import torch
 
@@ -68,12 +74,16 @@ def run_one(model_name: str, device: str, dtype_name: str) -> int:
         step("eager call")
         ref = model(*args)
         step("torch.export.export")
-        exported = torch.export.export(model, args)
-        path = os.path.join(tempfile.mkdtemp(prefix="aoti-repro-"), "model.pt2")
-        step("torch._inductor.aoti_compile_and_package")
-        t = time.perf_counter()
-        torch._inductor.aoti_compile_and_package(exported, package_path=path)
-        print(f"  packaged {os.path.getsize(path)} bytes in {time.perf_counter() - t:.1f} s", flush=True)
+        path = load_from or package_to or os.path.join(tempfile.mkdtemp(prefix="aoti-repro-"), "model.pt2")
+        if not load_from:
+            exported = torch.export.export(model, args)
+            step("torch._inductor.aoti_compile_and_package")
+            t = time.perf_counter()
+            torch._inductor.aoti_compile_and_package(exported, package_path=path)
+            print(f"  packaged {os.path.getsize(path)} bytes in {time.perf_counter() - t:.1f} s", flush=True)
+        if package_to:
+            step("done (package only)")
+            return 0
         step("torch._inductor.aoti_load_package")
         runner = torch._inductor.aoti_load_package(path)
         step("first call")
@@ -107,14 +117,35 @@ def run_all(device: str) -> int:
     return 0
 
 
+def run_split(model_name: str, device: str, dtype_name: str) -> int:
+    """Package in one process, then load and call in a fresh one (how the cold-start table's
+    aoti row now works)."""
+    path = os.path.join(tempfile.mkdtemp(prefix="aoti-split-"), "model.pt2")
+    base = [sys.executable, __file__, "--model", model_name, "--dtype", dtype_name, "--device", device]
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+    for half in (["--package-to", path], ["--load-from", path]):
+        rc = subprocess.call(base + half, env=env)
+        print(f"== split {model_name} {half[0]}: exit {rc}", flush=True)
+        if rc != 0:
+            return rc
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", choices=("mlp", "gpt2"), default="mlp")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--device", default="cuda")
     p.add_argument("--all", action="store_true", help="every variant, each in a fresh process")
+    p.add_argument("--split", action="store_true", help="package in one process, load and call in a fresh one")
+    p.add_argument("--package-to", help="package to this path and stop")
+    p.add_argument("--load-from", help="load this package instead of building one")
     args = p.parse_args()
-    return run_all(args.device) if args.all else run_one(args.model, args.device, args.dtype)
+    if args.all:
+        return run_all(args.device)
+    if args.split:
+        return run_split(args.model, args.device, args.dtype)
+    return run_one(args.model, args.device, args.dtype, args.package_to, args.load_from)
 
 
 if __name__ == "__main__":
