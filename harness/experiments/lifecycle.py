@@ -113,17 +113,9 @@ def _build(step: dict[str, Any], batch_size: int | None = None) -> tuple[Any, tu
     every process). Returns (model, args, kwargs, workload)."""
     import torch
 
-    from harness.model.workloads import (
-        WorkloadContext,
-        get_workload,
-        import_workload_module,
-        load_workload_file,
-    )
+    from harness.model.workloads import WorkloadContext, get_workload, import_workloads
 
-    for module in step["workload_modules"]:
-        import_workload_module(module)
-    for path in step.get("workload_files", []):
-        load_workload_file(path)
+    import_workloads(step)
     wl = get_workload(step["workload"])
     torch.manual_seed(0)
     ctx = WorkloadContext(device=step["device"], dtype=getattr(torch, step["dtype"]),

@@ -107,17 +107,9 @@ def run_policy(step: dict[str, Any]) -> dict[str, Any]:
 
     from harness.measure.compile_metrics import CompileObserver
     from harness.model.stats import summarize
-    from harness.model.workloads import (
-        WorkloadContext,
-        get_workload,
-        import_workload_module,
-        load_workload_file,
-    )
+    from harness.model.workloads import WorkloadContext, get_workload, import_workloads
 
-    for module in step["workload_modules"]:
-        import_workload_module(module)
-    for path in step.get("workload_files", []):
-        load_workload_file(path)
+    import_workloads(step)
     from harness.measure.capabilities import recompile_limit, set_recompile_limit
 
     if step.get("recompile_limit") is not None:

@@ -217,15 +217,6 @@ def _variant_block(samples: list[float], first_call_s: float, inner: int, memory
     return block
 
 
-def _import_workloads(spec: dict[str, Any]) -> None:
-    from harness.model.workloads import import_workload_module, load_workload_file
-
-    for module in spec.get("workload_modules", []):
-        import_workload_module(module)
-    for path in spec.get("workload_files", []):
-        load_workload_file(path)
-
-
 def setup(state: CaseState) -> None:
     """Resolve the compiler, policy, device, workload and scenario; skip what cannot run here."""
     from harness.measure.devices import parse_device
@@ -249,7 +240,9 @@ def setup(state: CaseState) -> None:
     import torch._dynamo  # noqa: F401
     if not compiler.is_eager and compiler.backend == "inductor":
         import torch._inductor.compile_fx  # noqa: F401
-    _import_workloads(spec)
+    from harness.model.workloads import import_workloads
+
+    import_workloads(spec)
     state.workload = wl = get_workload(case.workload)
     state.scenario_fn = get_scenario(case.scenario)
     if case.size not in wl.sizes:

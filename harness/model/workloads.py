@@ -19,7 +19,7 @@ import hashlib
 import importlib
 import importlib.util
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,6 +156,15 @@ def get_workload(name: str) -> Workload:
 
 def import_workload_module(module: str) -> None:
     importlib.import_module(module)
+
+
+def import_workloads(spec: Mapping[str, Any]) -> None:
+    """Register the workloads a worker-side step names: its `workload_modules` and
+    `workload_files` (a fresh process starts with an empty registry)."""
+    for module in spec.get("workload_modules", []):
+        import_workload_module(module)
+    for path in spec.get("workload_files", []):
+        load_workload_file(path)
 
 
 def load_workload_file(path: str | Path) -> list[str]:
