@@ -49,6 +49,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from harness.measure.environment import SHARED_CACHE_ENV  # noqa: E402
 from harness.measure.timing import StopPolicy  # noqa: E402
 from harness.model.schema import Run, save_run  # noqa: E402
 from harness.run.runner import RunOptions, default_cache_root, make_spec, plan_cases, run_worker  # noqa: E402
@@ -193,14 +194,18 @@ def cold_compile_spread(files: list[Path]) -> dict[str, Any]:
 # ---------------------------------------------------------------- setup: compilebench ab
 
 def run_ab_study(sessions: int, rounds: int, arm_env: dict[str, dict[str, str]], out: Path,
-                 parallel: int = 1) -> dict[str, Any]:
+                 parallel: int = 1, warm_cache: bool = False) -> dict[str, Any]:
     """`sessions` ab sessions per arm (A/A included), `parallel` of them at a time (each
-    session is itself sequential: one worker process at a time)."""
+    session is itself sequential: one worker process at a time). `warm_cache`: every process
+    compiles on one shared Inductor cache (runtime only; no cold compile spread then)."""
     started = time.monotonic()
+    env_extra = {SHARED_CACHE_ENV: str(out / "warm-inductor-cache")} if warm_cache else {}
     common = ["--workload-file", WORKLOAD_FILE, "-w", WORKLOAD, "-c", "inductor", "--device", "cpu",
               "--scenario", "forward", "--rounds", str(rounds), "--min-time", str(POLICY["min_time_s"]),
               "--min-samples", str(POLICY["min_samples"]), "--out", str(out), "--base-python", sys.executable,
               "--head-python", sys.executable, "--base-env", "OMP_NUM_THREADS=1", "--head-env", "OMP_NUM_THREADS=1"]
+    if warm_cache:  # warm compiles say nothing about cold compile time: judge the runtime metrics
+        common += [arg for m in RUNTIME_METRICS for arg in ("--metric", m)]
     plan = [(i, arm, env) for i in range(sessions) for arm, env in {"A/A": {}, **arm_env}.items()]
 
     def one(i: int, arm: str, env: dict[str, str]) -> dict[str, Any]:
@@ -210,7 +215,8 @@ def run_ab_study(sessions: int, rounds: int, arm_env: dict[str, dict[str, str]],
         for k, v in env.items():
             argv += ["--head-env", f"{k}={v}"]
         t0 = time.monotonic()
-        proc = subprocess.run(argv, cwd=str(ROOT), capture_output=True, text=True, check=False)
+        proc = subprocess.run(argv, cwd=str(ROOT), capture_output=True, text=True, check=False,
+                              env={**os.environ, **env_extra})
         data = json.loads(out_json.read_text()) if out_json.exists() else {}
         session_dir = next((line.split("ab session: ", 1)[1].split(" (", 1)[0]
                             for line in proc.stderr.splitlines() if line.startswith("ab session: ")), None)
@@ -228,8 +234,8 @@ def run_ab_study(sessions: int, rounds: int, arm_env: dict[str, dict[str, str]],
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         rows = list(pool.map(lambda item: one(*item), plan))
     aa_files = sorted(f for f in (out / "ab").rglob("round-*.json") if _is_aa_session(f))
-    return {"rows": rows, "wall_s": time.monotonic() - started, "rounds": rounds,
-            "cold_compile": cold_compile_spread(aa_files)}
+    return {"rows": rows, "wall_s": time.monotonic() - started, "rounds": rounds, "warm_cache": warm_cache,
+            "cold_compile": None if warm_cache else cold_compile_spread(aa_files)}
 
 
 def _is_aa_session(run_file: Path) -> bool:
@@ -310,6 +316,8 @@ def main() -> int:
     parser.add_argument("--ab-rounds", type=int, default=4, help="ab setup: --rounds of each session")
     parser.add_argument("--ab-levels", default="0.15", help="ab setup: slowdown fractions")
     parser.add_argument("--ab-parallel", type=int, default=1, help="ab setup: sessions at a time")
+    parser.add_argument("--ab-warm-cache", action="store_true", help="ab setup: all processes compile on one shared "
+                        "Inductor cache (about half the wall time; runtime metrics only, no cold compile spread)")
     parser.add_argument("--out", default=str(ROOT / "results" / "gate-error-rates"), help="run files go here")
     parser.add_argument("--json", help="write every row here")
     parser.add_argument("--analyse", metavar="DIR", help="only decide again the saved runs of a study in DIR "
@@ -334,13 +342,15 @@ def main() -> int:
         print("\n".join(table(sep["rows"], "probe_off")))
     if args.setup in ("ab", "both"):
         levels = [float(x) for x in args.ab_levels.split(",") if x]
-        ab = run_ab_study(args.ab_sessions, args.ab_rounds, arms(levels, kinds), out, args.ab_parallel)
+        ab = run_ab_study(args.ab_sessions, args.ab_rounds, arms(levels, kinds), out, args.ab_parallel,
+                          args.ab_warm_cache)
         results["ab"] = ab
         loads = [r["load"] for r in ab["rows"]]
         print(f"\n## compilebench ab --rounds {args.ab_rounds} ({args.ab_sessions} sessions per arm, "
               f"{ab['wall_s'] / 60:.0f} min, load average {min(loads):.1f}-{max(loads):.1f})\n")
         print("\n".join(table(ab["rows"], None)))
-        print(f"\ncold compile A/A (ab A/A session processes, cold cache each): {json.dumps(ab['cold_compile'])}")
+        if ab["cold_compile"] is not None:
+            print(f"\ncold compile A/A (ab A/A session processes, cold cache each): {json.dumps(ab['cold_compile'])}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, default=str))
     return 0

@@ -124,3 +124,37 @@ def test_a_process_killed_by_a_signal_is_a_crashed_row_naming_it_and_its_load_ro
     assert row["status"] == "crashed" and row["signal"] == 11 and "SIGSEGV" in row["error"]
     timeout = row_without_result({"row": "jit_cold", "kind": "jit"}, None, "", 5.0)
     assert timeout["status"] == "timeout" and "--timeout 5s" in timeout["error"]
+
+
+def test_guard_filter_keeps_serializable_guards_and_counts_the_rest():
+    from types import SimpleNamespace
+
+    from harness.experiments.lifecycle import serializable_guards
+
+    dropped: dict[str, int] = {}
+    keep = serializable_guards(dropped)
+    entries = [SimpleNamespace(guard_type="TENSOR_MATCH", derived_guard_types=()),
+               SimpleNamespace(guard_type="ID_MATCH", derived_guard_types=()),
+               SimpleNamespace(guard_type="TYPE_MATCH", derived_guard_types=("ID_MATCH",)),  # unserializable through its base
+               SimpleNamespace(guard_type="SHAPE_ENV", derived_guard_types=None)]
+    assert keep(entries) == [True, False, False, True]
+    assert dropped == {"ID_MATCH": 2}
+
+
+@pytest.mark.slow
+def test_aot_compile_rows_work_for_a_transformers_model_that_calls_submodules_by_keyword(tmp_path):
+    """GPT-2 (tiny) through aot_compile: the model's ID_MATCH guards are dropped (and counted),
+    and the artifact loads in fresh processes, equals eager and rejects another batch size."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    opts = ColdStartOptions(workload="gpt2-prefill-logits", rows=("aot_compile", "aot_compile_warm"), steady_calls=2,
+                            workload_files=[str(root / "benchmarks" / "gpu" / "coldstart_workloads.py")],
+                            workdir=str(tmp_path))
+    result = coldstart(opts)
+    build = result["builds"][0]
+    assert build["status"] == "ok", build.get("error")
+    assert build["guards_dropped"].get("ID_MATCH", 0) > 0
+    for row in result["rows"]:
+        assert row["status"] == "ok", row.get("error")
+        assert row["accuracy"]["status"] == "pass" and row["wrong_shape"]["outcome"] == "raised"

@@ -8,27 +8,31 @@ wrapper passes `use_cache=False` and returns the logits.
 
 from __future__ import annotations
 
+import torch
+
 from harness import workload
+
+
+class Logits(torch.nn.Module):
+    """The causal LM's logits for `input_ids`, no KV cache. At module level because
+    aot_compile's package refers to the model's class by its importable name."""
+
+    def __init__(self, lm: torch.nn.Module) -> None:
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.lm(input_ids=input_ids, use_cache=False).logits
 
 
 @workload("gpt2-prefill-logits", unit="tokens", batch_size=1, scenarios=("forward",),
           description="GPT-2 forward over a prompt, logits only (cold-start table)")
 def gpt2_prefill_logits(ctx):
-    import torch
-
     from suites.llm import FAMILIES, build_config, build_model, config_path, load_config_dict
 
     family = next(f for f in FAMILIES if f.name == "gpt2")
     config = build_config(load_config_dict(config_path(family, ctx.size)))
     prompt_len = int(ctx.options.get("prompt_len", 128 if ctx.size == "full" else 16))
-
-    class Logits(torch.nn.Module):
-        def __init__(self, lm):
-            super().__init__()
-            self.lm = lm
-
-        def forward(self, input_ids):
-            return self.lm(input_ids=input_ids, use_cache=False).logits
 
     model = Logits(build_model(config, ctx.device, ctx.dtype))
     ids = torch.randint(3, int(config.vocab_size), (ctx.batch_size, prompt_len), device=ctx.device)

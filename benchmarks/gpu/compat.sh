@@ -9,6 +9,9 @@
 # Dry run on CPU (a subset; COMPILERS is space-separated, the *_ROWS comma-separated):
 #   OUT=/tmp/o DEVICE=cpu GPT2_SIZE=tiny GPT2_DTYPE=float32 COMPILERS="eager inductor cudagraphs" \
 #     MLP_ROWS=jit_cold,aot_compile GPT2_ROWS=aoti REPRO="--model mlp" bash benchmarks/gpu/compat.sh
+# Two GPUs (SECOND_GPU=1): GPT-2's aot_compile and AOTInductor rows (builds and loads) run from
+# the start on the second GPU, alone on it; phase 2 then runs only GPT-2's JIT rows on the first.
+# REPRO="" skips the AOTInductor reproducer.
 # Writes $OUT/compat.log (everything below) and $OUT/compat.tar.gz (run files, cold-start JSON, logs).
 set -uo pipefail
 : "${OUT:?set OUT to an output folder}"
@@ -19,7 +22,10 @@ PHASE1_S=${PHASE1_S:-150}
 PHASE2_S=${PHASE2_S:-170}
 MLP_ROWS=${MLP_ROWS:-jit_cold,jit_warm,mega_cache,aot_compile,aot_compile_warm,aoti}
 GPT2_ROWS=${GPT2_ROWS:-jit_cold,jit_warm,mega_cache,aot_compile,aoti}
-REPRO=${REPRO:---all}
+REPRO=${REPRO---all}
+SECOND_GPU=${SECOND_GPU:-}
+GPT2_AOT_ROWS=${GPT2_AOT_ROWS:-aot_compile,aot_compile_warm,aoti}
+GPT2_AOT_S=${GPT2_AOT_S:-300}
 PY=${PYTHON:-python3}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 WORK=$(mktemp -d /tmp/compat-XXXX)
@@ -39,6 +45,20 @@ rest=($(tr ' ' '\n' <<<"$names" | grep -v max-autotune))
 half=$(( ${#rest[@]} / 2 ))
 set_a=$(IFS=,; echo "${rest[*]:0:$half}")
 set_b=$(IFS=,; echo "${rest[*]:$half}")
+gpt2_coldstart() {  # tag, rows, budget_s
+  timeout -s TERM "$3" "$PY" -m harness coldstart -w gpt2-prefill-logits --workload-file benchmarks/gpu/coldstart_workloads.py \
+    --size "$GPT2_SIZE" --dtype "$GPT2_DTYPE" --device "$DEVICE" --batch-size 1 --steady-calls 50 --timeout 150 \
+    --workdir "$WORK/coldstart-$1" \
+    --rows "$2" --json "$WORK/coldstart-$1.json" > "$WORK/coldstart-$1.log" 2>&1
+}
+if [ -n "$SECOND_GPU" ]; then
+  gpt2_start=$(date +%s)
+  (CUDA_VISIBLE_DEVICES=$SECOND_GPU gpt2_coldstart gpt2-aot "$GPT2_AOT_ROWS" "$GPT2_AOT_S"
+   echo "coldstart gpt2 [$GPT2_AOT_ROWS] on GPU $SECOND_GPU: exit $? in $(( $(date +%s) - gpt2_start )) s") &
+  aot_pid=$!
+  export CUDA_VISIBLE_DEVICES=${FIRST_GPU:-0}
+  GPT2_ROWS=$(tr ',' '\n' <<<"$GPT2_ROWS" | grep -vxF -f <(tr ',' '\n' <<<"$GPT2_AOT_ROWS") | paste -sd, -)
+fi
 matrix() {  # tag, compilers
   timeout -s TERM "$PHASE1_S" "$PY" -m harness run -w mlp-blocks --workload-file benchmarks/gpu/compat_workloads.py \
     --scenario forward --size tiny --device "$DEVICE" -c "$2" --min-time 0.1 --min-samples 10 --timeout 180 \
@@ -53,18 +73,19 @@ for tag in a b c; do
 done
 (timeout -s TERM "$PHASE1_S" "$PY" -m harness coldstart -w mlp-deep --size tiny --device "$DEVICE" --steady-calls 50 \
    --rows "$MLP_ROWS" --timeout 150 --workdir "$WORK/coldstart-mlp-deep" --json "$WORK/coldstart-mlp-deep.json" > "$WORK/coldstart-mlp-deep.log" 2>&1; echo "coldstart mlp-deep: exit $?") &
-(timeout -s TERM "$PHASE1_S" "$PY" benchmarks/gpu/aoti_repro.py $REPRO --device "$DEVICE" > "$WORK/aoti-repro.log" 2>&1;
- echo "aoti repro: exit $?") &
-wait
+if [ -n "$REPRO" ]; then
+  (timeout -s TERM "$PHASE1_S" "$PY" benchmarks/gpu/aoti_repro.py $REPRO --device "$DEVICE" > "$WORK/aoti-repro.log" 2>&1;
+   echo "aoti repro: exit $?") &
+fi
+wait $(jobs -p | grep -vx "${aot_pid:-none}")
 echo "phase 1: $(( $(date +%s) - start )) s"
 echo "== phase 2: GPT-2 cold start ($GPT2_SIZE, $GPT2_DTYPE), alone"
 start=$(date +%s)
-timeout -s TERM "$PHASE2_S" "$PY" -m harness coldstart -w gpt2-prefill-logits --workload-file benchmarks/gpu/coldstart_workloads.py \
-  --size "$GPT2_SIZE" --dtype "$GPT2_DTYPE" --batch-size 1 --steady-calls 50 --timeout 150 --workdir "$WORK/coldstart-gpt2" \
-  --rows "$GPT2_ROWS" --json "$WORK/coldstart-gpt2.json" > "$WORK/coldstart-gpt2.log" 2>&1
-echo "coldstart gpt2: exit $? in $(( $(date +%s) - start )) s"
+gpt2_coldstart gpt2 "$GPT2_ROWS" "$PHASE2_S"
+echo "coldstart gpt2 [$GPT2_ROWS]: exit $? in $(( $(date +%s) - start )) s"
+wait  # the second GPU's GPT-2 rows
 for f in "$WORK"/matrix-*.log "$WORK"/coldstart-*.log; do echo "---- $(basename "$f")"; tail -n 40 "$f"; done
-echo "---- aoti-repro.log"; grep -E "^== |SUMMARY|step:|Fatal|Segmentation|File \"" "$WORK/aoti-repro.log" | tail -n 60
+[ -f "$WORK/aoti-repro.log" ] && echo "---- aoti-repro.log" && grep -E "^== |SUMMARY|step:|Fatal|Segmentation|File \"" "$WORK/aoti-repro.log" | tail -n 60
 "$PY" - "$WORK" <<'PY'
 import glob, json, sys
 for path in sorted(glob.glob(sys.argv[1] + "/matrix-*/runs/*.json")):

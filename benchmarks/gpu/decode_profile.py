@@ -17,6 +17,7 @@ import argparse
 import json
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -101,12 +102,15 @@ def main(argv: list[str] | None = None) -> int:
     from suites import llm
 
     args = parse_args(argv)
+    started = time.perf_counter()
     loop, model, kv_bytes = build_loop(args)
+    print(f"built {args.workload} in {time.perf_counter() - started:.1f} s", flush=True)
     on_cuda = args.device.startswith("cuda")
     sync = torch.cuda.synchronize if on_cuda else (lambda: None)
     for _ in range(3):  # compile (or cache load), CUDA-graph recording, one clean call
         loop()
     sync()
+    print(f"compiled and warmed up at {time.perf_counter() - started:.1f} s", flush=True)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
     with profile(activities=activities) as prof:
         loop()

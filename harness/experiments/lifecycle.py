@@ -31,6 +31,7 @@ import time
 
 _PROCESS_START = time.perf_counter()  # before `import torch`: import time is part of a cold start
 
+import functools  # noqa: E402
 import hashlib  # noqa: E402
 import json  # noqa: E402
 import signal  # noqa: E402
@@ -220,15 +221,23 @@ def _run_step(step: dict[str, Any], result: dict[str, Any]) -> None:
         call = torch.compile(model)
     elif kind == "aot_compile_build":
         enable("aot_compile")  # torch 2.11 has it behind a flag that is off by default
+        dropped: dict[str, int] = {}
+        options = {"guard_filter_fn": serializable_guards(dropped)}
+        # the class's forward with the module as its first argument: compiling the bound
+        # `torch.compile(model).forward` traces `_wrapped_call_impl(*args)` but binds calls to
+        # forward's own signature, so a model that calls a submodule by keyword (every
+        # transformers model) fails its first call ("GuardManager check failed: len(L['args'])")
         with torch.no_grad():
-            compiled = torch.compile(model, fullgraph=True).forward.aot_compile((args, kwargs))
+            compiled = torch.compile(type(model).forward, fullgraph=True, options=options).aot_compile(
+                ((model, *args), kwargs))
+        result["guards_dropped"] = dropped
         compiled.save_compiled_function(str(artifact), external_data={"model": model})
-        call = compiled
+        call = functools.partial(compiled, model)
     elif kind == "aot_compile_load":
         enable("aot_compile")
         with open(check_artifact(artifact, step["workdir"], step["sha256"]), "rb") as fh:
             # the module is not pickled into the artifact: this process supplies its own
-            call = torch.compiler.load_compiled_function(fh, external_data={"model": model})
+            call = functools.partial(torch.compiler.load_compiled_function(fh, external_data={"model": model}), model)
     elif kind == "aoti_build":
         exported = torch.export.export(model, args, kwargs)
         torch._inductor.aoti_compile_and_package(exported, package_path=str(artifact))
@@ -414,6 +423,38 @@ def coldstart(opts: ColdStartOptions, progress: Callable[[dict[str, Any]], None]
 
         shutil.rmtree(workdir, ignore_errors=True)
     return {"config": {**base, "rows": list(opts.rows)}, "rows": ordered, "builds": builds}
+
+
+# guard types torch cannot write into an aot_compile package (CheckFunctionManager's list)
+UNSERIALIZABLE_GUARDS = ("ID_MATCH", "FUNCTION_MATCH", "CLASS_MATCH", "MODULE_MATCH", "CLOSURE_MATCH", "WEAKREF_ALIVE")
+
+
+def serializable_guards(dropped: dict[str, int]) -> Callable[[list[Any]], list[bool]]:
+    """A `guard_filter_fn` that keeps every guard a package can hold and counts the rest by type.
+
+    Why: Dynamo guards a transformers model on object identity (ID_MATCH on its config and
+    helper functions), and `save_compiled_function` refuses such guards ("ID_MATCH guard
+    cannot be serialized"). Dropping them is what an aot_compile user does for a model whose
+    code is fixed; the load rows then check the artifact against eager and on a wrong shape,
+    and the row records which guards were dropped."""
+    try:
+        from torch._dynamo.guards import CheckFunctionManager
+
+        unsupported = tuple(getattr(CheckFunctionManager, "UNSUPPORTED_SERIALIZATION_GUARD_TYPES", UNSERIALIZABLE_GUARDS))
+    except ImportError:
+        unsupported = UNSERIALIZABLE_GUARDS
+
+    def keep(entries: list[Any]) -> list[bool]:
+        flags = []
+        for entry in entries:  # a guard can be unserializable through a type it derives from
+            types = (entry.guard_type, *(getattr(entry, "derived_guard_types", None) or ()))
+            bad = next((t for t in types if t in unsupported), None)
+            if bad:
+                dropped[bad] = dropped.get(bad, 0) + 1
+            flags.append(bad is None)
+        return flags
+
+    return keep
 
 
 def row_of_failed_build(row: str, build: dict[str, Any]) -> dict[str, Any]:
