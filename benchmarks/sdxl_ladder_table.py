@@ -8,7 +8,8 @@ VAE decode), compile time with whether its cache started empty, then the end-to-
 speedups from fp32 eager (rung 1), bf16 eager (rung 2) and bf16 + SDPA eager (rung 3),
 and the denoising-step speedup of the full recipe against its own eager baseline.
 When a rung was run more than once (cold and warm calls), the last record that is ok
-gives the speed; every record's compile time is listed.
+gives the speed; every record's compile time is listed. The cuBLAS-GEMM variants of rungs 5
+and 6 (benchmarks/gpu/sdxl_cublas_gemm.toml) count as those rungs; the case column names them.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ def rung_of(record: Record) -> str | None:
         ("sdxl-max-autotune", "half", "sdpa", True): "5",
         ("sdxl-max-autotune-cudagraphs", "half", "sdpa", True): "6",
     }
-    return table.get((case.compiler, "half" if half else case.dtype, attention, fused))
+    # benchmarks/gpu/sdxl_cublas_gemm.toml: the same rungs with GEMMs left on cuBLAS
+    compiler = case.compiler.replace("-cublas", "")
+    return table.get((compiler, "half" if half else case.dtype, attention, fused))
 
 
 def median(block: dict[str, Any] | None) -> float | None:
