@@ -1,7 +1,9 @@
 """The gate's own error rates on this machine: false failures in A/A, detection of known slowdowns.
 
     python benchmarks/gate_error_rates.py --setup separate --rounds 20 --json sep.json
-    python benchmarks/gate_error_rates.py --setup ab --ab-sessions 3 --json ab.json
+    python benchmarks/gate_error_rates.py --setup separate --rounds 20 --workers 1 --calibrate 16
+    python benchmarks/gate_error_rates.py --setup ab --ab-sessions 5 --ab-warm-cache --json ab.json
+    python benchmarks/gate_error_rates.py --analyse DIR [--noise noise.json]
 
 Workload: benchmarks/gate_workloads.py's `gate-mlp-deep` (the smoke suite's deep MLP on 4
 stacked batches), one OpenMP thread per worker, a short policy (0.5 s, 50 samples) so the
@@ -25,8 +27,13 @@ Setup "ab": `compilebench ab --rounds R` sessions (interleaved processes, per-pr
 medians), through the real CLI in a subprocess: an A/A session and one per --ab-levels arm,
 repeated --ab-sessions times. Exit code 1 = failed (A/A: false failure; arm: detected).
 
-Other processes load this machine while the study runs; the script records the load average
-with every round. That load is the point: CI runners are shared too.
+`--calibrate N` first runs N A/A processes of the same case and policy and decides every
+pair with `compare --noise` on the band `compilebench noise --from-runs` makes of them (a
+one-process change inside this machine's A/A band is `noisy`). `--ab-warm-cache` lets every
+ab process compile on one shared cache (runtime metrics only; about half the wall time).
+
+The script records the load average with every round: other processes on a shared machine
+change what the gate sees, and CI runners are shared too.
 """
 
 from __future__ import annotations
@@ -103,7 +110,7 @@ RUNTIME_METRICS = ("speedup", "latency", "peak_memory", "graph_breaks", "recompi
 
 
 def cli_compare(base: Path, head: Path, thresholds: Path | None = None, command: str = "compare",
-                metrics: tuple[str, ...] = RUNTIME_METRICS) -> dict[str, Any]:
+                metrics: tuple[str, ...] = RUNTIME_METRICS, noise: Path | None = None) -> dict[str, Any]:
     """`compilebench compare BASE HEAD --json` in this process: exit code and what it saw."""
     from harness.cli.main import main
 
@@ -114,6 +121,8 @@ def cli_compare(base: Path, head: Path, thresholds: Path | None = None, command:
         argv += ["--metric", m]
     if thresholds:
         argv += ["--thresholds", str(thresholds)]
+    if noise:
+        argv += ["--noise", str(noise)]
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         code = main(argv)
     data = json.loads(out.read_text()) if out.exists() and out.stat().st_size else {}
@@ -132,7 +141,8 @@ def summarize_comparison(data: dict[str, Any]) -> dict[str, Any]:
             "compile_change": ct.get("change"), "statuses": [case.get("status_base"), case.get("status_head")]}
 
 
-def run_separate(rounds: int, arm_env: dict[str, dict[str, str]], out: Path, workers: int) -> dict[str, Any]:
+def run_separate(rounds: int, arm_env: dict[str, dict[str, str]], out: Path, workers: int,
+                 noise: Path | None = None) -> dict[str, Any]:
     s = Separate(out)
     no_probe = out / "no-probe.toml"
     no_probe.write_text('[defaults]\nprobe = "off"\n')
@@ -150,8 +160,8 @@ def run_separate(rounds: int, arm_env: dict[str, dict[str, str]], out: Path, wor
             bases.append(files["A/A"])
             line = []
             for arm, head in files.items():
-                with_probe = cli_compare(bases[r], head)
-                without = cli_compare(bases[r], head, no_probe)
+                with_probe = cli_compare(bases[r], head, noise=noise)
+                without = cli_compare(bases[r], head, no_probe, noise=noise)
                 rows.append({"round": r, "arm": arm, "load": load_before, "probe_on": with_probe, "probe_off": without})
                 with rows_file.open("a") as fh:  # partial results survive an interrupted study
                     fh.write(json.dumps(rows[-1]) + "\n")
@@ -189,6 +199,24 @@ def cold_compile_spread(files: list[Path]) -> dict[str, Any]:
                      "max_abs_pair_change": float(np.max(np.abs(pairs))),
                      "pairs_beyond_15pct": int(np.sum(np.abs(pairs) >= 0.15)), "pairs": int(pairs.size)}
     return out
+
+
+def calibrate(processes: int, out: Path) -> Path:
+    """This machine's A/A band for the separate setup: `processes` more base processes (the
+    study's own case, policy and environment, one at a time), then `compilebench noise
+    --from-runs` over them. Independent of the study's pairs, so the band is not fitted to them."""
+    from harness.cli.main import main as cli
+
+    folder = out / "calibration"
+    folder.mkdir(parents=True, exist_ok=True)
+    s = Separate(folder)
+    for i in range(processes):
+        s.process(f"aa-{i:02d}", {}, cold=False)
+        print(f"calibration process {i + 1}/{processes} [load {load_average():.1f}]", flush=True)
+    noise = out / "noise.json"
+    with contextlib.redirect_stdout(io.StringIO()):
+        cli(["noise", "--from-runs", *map(str, sorted(folder.glob("aa-*.json"))), "-o", str(noise)])
+    return noise
 
 
 # ---------------------------------------------------------------- setup: compilebench ab
@@ -248,7 +276,7 @@ def _is_aa_session(run_file: Path) -> bool:
 
 # ---------------------------------------------------------------- analysis of saved run files
 
-def analyse_separate(folder: Path) -> list[dict[str, Any]]:
+def analyse_separate(folder: Path, noise: Path | None = None) -> list[dict[str, Any]]:
     """Decide every pair of a separate-runs study again from its run files (so a changed
     compare can be re-judged on the same measurements): A/A base_r vs base_{r+1}, arms
     base_r vs head-<arm>-r."""
@@ -262,8 +290,8 @@ def analyse_separate(folder: Path) -> list[dict[str, Any]]:
             kind, level = head.name.split("-")[1].split("+")
             pairs[f"{kind} +{level}%"] = head
         for arm, head in pairs.items():
-            rows.append({"round": r, "arm": arm, "probe_on": cli_compare(bases[r], head),
-                         "probe_off": cli_compare(bases[r], head, no_probe)})
+            rows.append({"round": r, "arm": arm, "probe_on": cli_compare(bases[r], head, noise=noise),
+                         "probe_off": cli_compare(bases[r], head, no_probe, noise=noise)})
     return rows
 
 
@@ -320,11 +348,15 @@ def main() -> int:
                         "Inductor cache (about half the wall time; runtime metrics only, no cold compile spread)")
     parser.add_argument("--out", default=str(ROOT / "results" / "gate-error-rates"), help="run files go here")
     parser.add_argument("--json", help="write every row here")
+    parser.add_argument("--noise", metavar="FILE", help="separate setup: decide with `compare --noise FILE` "
+                        "(changes inside this machine's A/A band are noisy)")
+    parser.add_argument("--calibrate", type=int, metavar="N", help="separate setup: first run N A/A processes and "
+                        "decide with the noise file made from them (`compilebench noise --from-runs`)")
     parser.add_argument("--analyse", metavar="DIR", help="only decide again the saved runs of a study in DIR "
                         "(its separate-rows.jsonl / ab-rows.jsonl folder) and print the tables")
     args = parser.parse_args()
     if args.analyse:
-        return analyse(Path(args.analyse))
+        return analyse(Path(args.analyse), Path(args.noise) if args.noise else None)
     kinds = [k for k in args.kinds.split(",") if k]
     out = Path(args.out) / _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
@@ -332,7 +364,11 @@ def main() -> int:
     results: dict[str, Any] = {"policy": POLICY, "workload": WORKLOAD, "cpus": os.cpu_count()}
     if args.setup in ("separate", "both"):
         levels = [float(x) for x in args.levels.split(",") if x]
-        sep = run_separate(args.rounds, arms(levels, kinds), out, args.workers)
+        noise = Path(args.noise) if args.noise else None
+        if args.calibrate:
+            noise = calibrate(args.calibrate, out)
+            results["noise_file"] = str(noise)
+        sep = run_separate(args.rounds, arms(levels, kinds), out, args.workers, noise)
         results["separate"] = sep
         loads = [r["load"] for r in sep["rows"]]
         print(f"\n## separate runs + compilebench compare ({args.rounds} pairs per arm, {sep['wall_s'] / 60:.0f} min, "
@@ -356,12 +392,12 @@ def main() -> int:
     return 0
 
 
-def analyse(folder: Path) -> int:
+def analyse(folder: Path, noise: Path | None = None) -> int:
     if (folder / "separate-rows.jsonl").exists() or list(folder.glob("base-*.json")):
-        rows = analyse_separate(folder)
+        rows = analyse_separate(folder, noise)
         loads = [json.loads(x)["load"] for x in (folder / "separate-rows.jsonl").read_text().splitlines()] \
             if (folder / "separate-rows.jsonl").exists() else []
-        print(f"## separate runs + compilebench compare ({folder}; load average "
+        print(f"## separate runs + compilebench compare ({folder}{'; --noise ' + str(noise) if noise else ''}; load average "
               f"{min(loads, default=math.nan):.1f}-{max(loads, default=math.nan):.1f}), runtime metrics\n")
         print("\n".join(table(rows, "probe_on")))
         print("\nsame pairs, probe switched off (probe = \"off\"):\n")

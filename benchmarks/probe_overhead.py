@@ -95,11 +95,12 @@ def in_process(reps: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("runs", nargs="*", help="run files or folders of them")
-    parser.add_argument("--reps", type=int, default=6)
+    parser.add_argument("--reps", type=int, default=6, help="in-process repetitions of each variant (0: skip part 2)")
     args = parser.parse_args()
     if args.runs:
         shares_from_runs(args.runs)
-    in_process(args.reps)
+    if args.reps > 0:
+        in_process(args.reps)
     return 0
 
 

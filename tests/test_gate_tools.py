@@ -103,6 +103,28 @@ def test_noise_flags_what_a_threshold_cannot_resolve(tmp_path):
     assert any(f.startswith("too noisy to judge: latency: A/A noise") for f in flags)
 
 
+def test_a_single_process_change_inside_the_measured_aa_band_is_noisy_and_beyond_it_decides():
+    """compare --noise: one process per side, compiled +7% with eager and the probe held: a
+    regression without the noise file; `noisy` when this machine's A/A band is 9%; still a
+    regression at +15%. With 4 processes a side the per-process test already sees that noise."""
+    case = synthetic_case(0)
+    band = {case.case_id: {"latency": 0.09, "speedup": 0.09}}
+
+    def runs(compiled: float, n_proc: int, seed: int) -> list[Run]:
+        rng = np.random.default_rng(seed)
+        return [Run(f"r{seed}-{i}", "2026-01-01T00:00:00+00:00", "x", dict(SYNTHETIC_ENV), {},
+                    [synthetic_record(case, rng, compiled_median=compiled, spread=0.01, probe_median=1e-4)])
+                for i in range(n_proc)]
+
+    base, small, large = runs(5e-4, 1, 1), runs(5.35e-4, 1, 2), runs(5.75e-4, 1, 3)
+    assert compare_runs(base, small).cases[0].metric("latency").verdict == "regression"
+    inside = compare_runs(base, small, noise=band).cases[0].metric("latency")
+    assert inside.verdict == "noisy" and "A/A band" in inside.note and "9.0%" in inside.note
+    assert compare_runs(base, large, noise=band).cases[0].metric("latency").verdict == "regression"
+    per_process = compare_runs(runs(5e-4, 4, 4), runs(5.35e-4, 4, 5), noise=band).cases[0].metric("latency")
+    assert per_process.verdict == "regression" and "A/A band" not in per_process.note
+
+
 def test_noise_from_runs_cli(tmp_path, capsys):
     for i, run in enumerate(_aa_runs(4, 0.01)):
         save_run(run, tmp_path / "aa" / f"{i}.json")

@@ -99,7 +99,9 @@ def _compare_options(p: argparse.ArgumentParser, fail_on: Sequence[str], with_ou
                    help="what a whole-model change does: `slower (eager too)`, eager slowed with the compiled "
                         "code on a steady machine (a torch or model change). fail (default) or warn, for gates "
                         "that judge the compiler alone; beats the thresholds file's whole_model key")
-    p.add_argument("--noise", help="noise JSON from `compilebench noise`: flag cases too noisy to judge")
+    p.add_argument("--noise", help="noise JSON from `compilebench noise` on this machine: a one-process-per-side "
+                   "speedup/latency change inside its A/A band (mdc_single) is `noisy`, not a verdict; cases too "
+                   "noisy to judge are flagged")
     p.add_argument("--markdown", metavar="FILE", help="write GitHub markdown here ('-': stdout; "
                    "e.g. $GITHUB_STEP_SUMMARY)")
     p.add_argument("--json", metavar="FILE", help="write the comparison as JSON here ('-': stdout)")
