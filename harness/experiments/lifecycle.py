@@ -7,7 +7,7 @@ OUT.json`), and the parent chooses which Inductor cache directory it sees:
 - jit_warm:   torch.compile again, fresh process on the populated cache dir A
 - mega_cache: empty cache dir, `torch.compiler.load_cache_artifacts` of jit_cold's bytes,
               then torch.compile
-- aot_compile: `torch.compile(m, fullgraph=True).forward.aot_compile(...)` +
+- aot_compile: `torch.compile(type(m).forward, fullgraph=True).aot_compile(((m, *args), kwargs))` +
               `save_compiled_function` in a build process, `torch.compiler.load_compiled_function`
               in a fresh process with an empty cache dir (what a new machine sees) and
               with the build's cache dir (`aot_compile_warm`)

@@ -140,6 +140,10 @@ def probe_cpu_isa(cache_dir: str | None) -> dict[str, Any]:
     finally:
         if case_cache is not None:
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = case_cache
+    # the value workers that trust the cached answer run with: `cpp.vec_isa_ok` is part of
+    # the FX-graph cache key on torch 2.11, so a worker that probed (None) and one that
+    # trusted the cache (True) never shared a compiled graph (the JIT-warm row missed)
+    inductor_config.cpp.vec_isa_ok = True
     if cache_file:
         try:
             write_json_atomic(cache_file, {"key": key, "isa": isa})
