@@ -15,7 +15,10 @@ from harness.model.payloads import ErrorInfo, Memory, Metrics, Timing
 from harness.model.schema import Case, Record, RunFileError, load_run, run_from_dict, save_run
 
 ROOT = Path(__file__).resolve().parent.parent
-V1_FILES = sorted([*ROOT.glob("tests/data/run_v1_*.json"), *ROOT.glob("results/baselines/**/*.json")])
+# results/baselines/**/measurements/ holds other committed JSON (cold-start tables, profiles,
+# probes): not run files
+V1_FILES = sorted([*ROOT.glob("tests/data/run_v1_*.json"),
+                   *(p for p in ROOT.glob("results/baselines/**/*.json") if "measurements" not in p.parts)])
 CASE = Case("mlp", "forward", "inductor", "cpu", "float32", 4, "tiny")
 
 
