@@ -867,7 +867,10 @@ def compare_runs(base: Sequence[Run], head: Sequence[Run], config: ThresholdConf
         pending.extend(waiting)
     _resolve(pending)
     for result, thresholds in zip(cases, case_thresholds, strict=True):
-        _apply_noise_band(result, noise or {})
+        single = min(len(bmap.get(result.case_id, [])), len(hmap.get(result.case_id, []))) \
+            < MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST
+        if single:  # per-process tests already see the noise between processes
+            _apply_noise_band(result, noise or {})
         _finish_case(result, thresholds)
         _flag_noise(result, noise or {})
     cases.sort(key=lambda c: (VERDICT_ORDER.index(c.verdict), c.case_id))
@@ -879,12 +882,11 @@ def _apply_noise_band(result: CaseResult, noise: NoiseTable) -> None:
     two processes of the same code land apart is what `compilebench noise` measured on this
     machine (mdc_single: the 95th percentile of A/A changes). A timing change inside that band
     cannot be told from process-to-process noise, so it is `noisy`, not a verdict; beyond the
-    band the tests decide as usual. Per-process tests (4+ processes a side) already see that
-    noise and are left alone."""
+    band the tests decide as usual. Called for cases with under 4 processes a side."""
     measured = noise.get(result.case_id, {})
     for m in result.metrics:
         band = measured.get(m.metric)
-        if band is None or METRICS[m.metric].kind != "timing" or "per-process" in m.note or m.change is None:
+        if band is None or METRICS[m.metric].kind != "timing" or m.change is None:
             continue
         if m.verdict in (REGRESSION, IMPROVEMENT) and abs(m.change) < band:
             m.verdict = NOISY
