@@ -7,6 +7,8 @@ import pytest
 from harness.measure.probe import (
     CPU_PROBE_VERSION,
     GPU_PROBE_VERSION,
+    MAX_SAMPLES_PER_GAP,
+    MIN_SAMPLES,
     MachineProbe,
     ProbeKernel,
     ProbeSchedule,
@@ -50,17 +52,32 @@ def test_schedule_keeps_the_probe_within_its_budget(round_s):
     probe = _fake_probe(clock)  # one sample costs 3 kernels x 2 calls x 0.1 ms = 0.6 ms
     schedule = ProbeSchedule(probe, budget=0.01)
     rounds = int(2.0 / round_s)  # two seconds of case time
-    when = []
+    when = []  # the round after which each sample was taken
     for i in range(rounds):
-        before = probe.spent_s
+        before = len(probe.samples.get("a", []))
         schedule.after_round(round_s)
-        if probe.spent_s > before:
-            when.append(i)
+        when += [i] * (len(probe.samples.get("a", [])) - before)
     assert probe.spent_s <= 0.01 * schedule.timed_s + 6e-4 + 1e-12
     assert probe.spent_s >= 0.01 * schedule.timed_s - 6e-4 - max(round_s * 0.01, 1e-12)
     assert when and when[-1] > rounds * 0.9  # still sampling near the end
     data = probe.to_dict(schedule.timed_s)
     assert data["n"] == len(when) and data["share_of_case"] == pytest.approx(probe.spent_s / 2.0)
+
+
+def test_a_case_of_few_long_rounds_still_gets_enough_probe_samples():
+    """Three 1-second rounds (an SDXL image each): three gaps, but the budget pays for many
+    samples; the schedule takes several per gap, so compare can trust the probe (MIN_SAMPLES),
+    and the spend stays within the budget."""
+    clock = FakeClock()
+    probe = _fake_probe(clock)  # 0.6 ms a sample
+    schedule = ProbeSchedule(probe, budget=0.005, cost_s=probe.warm_up())
+    for _ in range(3):
+        clock.run(1.0)
+        schedule.after_round(1.0)
+    data = probe.to_dict(schedule.timed_s)
+    assert data["n"] >= MIN_SAMPLES
+    assert data["n"] <= 3 * MAX_SAMPLES_PER_GAP
+    assert probe.spent_s <= 0.005 * schedule.timed_s + 1e-12
 
 
 def test_a_preempted_probe_sample_does_not_stop_the_probe():

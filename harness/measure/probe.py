@@ -35,6 +35,7 @@ DEFAULT_BUDGET = 0.005
 KERNEL_TARGET_S = 50e-6
 PROBE_KEY = "machine_probe"  # where the worker stores it in record.metrics
 MIN_SAMPLES = 5  # per kernel, before compare trusts a process's probe
+MAX_SAMPLES_PER_GAP = MIN_SAMPLES  # probe samples the schedule may take between two rounds
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ def make_probe(device_type: str, torch_device: str, timer: Callable[[Callable[[]
 
 @dataclass
 class ProbeSchedule:
-    """Decides after each timed round whether to probe: whenever the probe's typical cost
+    """Decides after each timed round how often to probe: while the probe's typical cost
     (samples taken x the median sample's cost; the warm-up's cheapest pass until three
     samples exist) is under `budget` of the case's timed seconds so far. Typical, not
     summed: on a loaded machine one probe sample can be preempted for milliseconds, and
@@ -172,7 +173,11 @@ class ProbeSchedule:
 
     def after_round(self, round_seconds: float) -> None:
         self.timed_s += round_seconds
-        if (len(self._costs) + 1) * self.typical_cost() <= self.budget * self.timed_s:
+        # several samples in one gap when the budget allows: a case of a few long rounds (an
+        # SDXL image, a 64-token decode) has too few gaps to reach MIN_SAMPLES one at a time
+        for _ in range(MAX_SAMPLES_PER_GAP):
+            if (len(self._costs) + 1) * self.typical_cost() > self.budget * self.timed_s:
+                return
             before = self.probe.spent_s
             self.probe.sample()
             self._costs.append(self.probe.spent_s - before)
