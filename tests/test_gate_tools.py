@@ -19,6 +19,7 @@ from harness.analysis.noise import analyze_noise, load_noise_table, save_noise
 from harness.analysis.thresholds import ThresholdConfigError, load_thresholds
 from harness.cli.main import main
 from harness.experiments.ab import AbError, parse_env_pairs, schedule
+from harness.model.errors import UserError
 from harness.interop.pytest_bench import PytestBenchmarkFileError, export_run, import_data
 from harness.model.schema import Run, save_run
 from harness.testing.synthetic import SYNTHETIC_ENV, synthetic_case, synthetic_record, synthetic_run
@@ -160,6 +161,24 @@ def test_ab_bad_python_is_a_usage_error(tmp_path, capsys):
                "--out", str(tmp_path)])
     assert rc == 2
     assert "/nonexistent/python" in capsys.readouterr().err
+
+
+def test_ab_and_friends_take_the_case_selection_run_takes():
+    """A bf16 LLM case on a GPU needs --dtype; ab, noise, versions and bisect share the
+    selection options, and they reach the plan (found when `ab --dtype bfloat16` was refused)."""
+    from harness.cli.compare import run_options_from, selection_options
+    from harness.cli.common import Parser
+    from harness.run.runner import plan_cases
+
+    parser = Parser(prog="compilebench ab")
+    selection_options(parser)
+    args = parser.parse_args(["-w", "gpt2", "--scenario", "decode", "--size", "tiny", "--dtype", "bfloat16",
+                              "--batch-size", "2", "--option", "new_tokens=4"])
+    opts = run_options_from(args)
+    (case,), _ = plan_cases(opts)
+    assert (case.dtype, case.batch_size, dict(case.options).get("new_tokens")) == ("bfloat16", 2, 4)
+    with pytest.raises(UserError, match="--batch-size 'x' is not a positive integer"):
+        run_options_from(parser.parse_args(["--batch-size", "x"]))
 
 
 # ---------------------------------------------------------------- expected counts

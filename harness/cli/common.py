@@ -29,6 +29,16 @@ def split_values(values: Sequence[str] | None) -> list[str]:
     return out
 
 
+def batch_sizes(values: Sequence[str]) -> list[int]:
+    """--batch-size values as positive integers; anything else is a one-line usage error."""
+    out = []
+    for v in values:
+        if not v.isdigit() or int(v) < 1:
+            raise CliError(f"--batch-size {v!r} is not a positive integer")
+        out.append(int(v))
+    return out
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with compilebench's usage errors: one line and exit 2, like every other."""
 

@@ -117,7 +117,11 @@ def selection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", action="append", help="scenario(s)")
     p.add_argument("--compiler", "-c", action="append", help="compiler config name(s)")
     p.add_argument("--device", action="append", help="device(s)")
+    p.add_argument("--dtype", action="append", help="float32, float16, bfloat16, float64 (default: the workload's)")
+    p.add_argument("--batch-size", action="append", help="batch size(s) (default: the workload's)")
     p.add_argument("--size", action="append", help="tiny or full")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="workload option, e.g. new_tokens=16 (repeatable; as for `run`)")
     p.add_argument("--timeout", type=float, help="seconds per case")
     p.add_argument("--min-time", type=float, help="minimum timed seconds per case")
     p.add_argument("--min-samples", type=int, help="minimum samples per variant")
@@ -227,8 +231,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- ab / noise
 
 def run_options_from(args: argparse.Namespace):
-    from harness.cli.common import split_values
-    from harness.run.runner import RunOptions
+    from harness.cli.common import batch_sizes, split_values
+    from harness.run.runner import RunOptions, parse_option
 
     policy = {}
     if args.min_time is not None:
@@ -237,8 +241,9 @@ def run_options_from(args: argparse.Namespace):
         policy["min_samples"] = args.min_samples
     opts = RunOptions(suite=args.suite, workloads=split_values(args.workload), workload_files=args.workload_file,
                       scenarios=split_values(args.scenario), compilers=split_values(args.compiler), devices=split_values(args.device),
+                      dtypes=split_values(args.dtype), batch_sizes=batch_sizes(split_values(args.batch_size)),
                       sizes=split_values(args.size), timeout_s=args.timeout, out_dir=args.out, label=args.label,
-                      policy=policy, ingest=False)
+                      policy=policy, ingest=False, options=dict(parse_option(o) for o in args.option))
     if hasattr(args, "trace"):  # ab and bisect have the diagnostic options; noise and versions do not
         from harness.cli.diagnostics import diagnostic_run_options
 

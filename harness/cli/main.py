@@ -23,6 +23,7 @@ from harness.cli.common import (  # noqa: F401 - EXIT_* and CliError: the CLI's 
     EXIT_USAGE,
     CliError,
     Parser,
+    batch_sizes,
     split_values,
 )
 from harness.cli.listing import cmd_list
@@ -102,15 +103,6 @@ def _policy_overrides(args: argparse.Namespace) -> dict:
     return policy
 
 
-def _batch_sizes(values: list[str]) -> list[int]:
-    out = []
-    for v in values:
-        if not v.isdigit() or int(v) < 1:
-            raise CliError(f"--batch-size {v!r} is not a positive integer")
-        out.append(int(v))
-    return out
-
-
 # options that choose what to run: --resume takes them from the run's journal instead
 _SELECTION_OPTIONS = ("suite", "workload", "scenario", "compiler", "device", "dtype", "batch_size", "size", "timeout",
                       "min_time", "min_samples", "max_memory_gb", "label", "shard", "shard_costs", "trace",
@@ -153,7 +145,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         compilers=split_values(args.compiler),
         devices=split_values(args.device),
         dtypes=split_values(args.dtype),
-        batch_sizes=_batch_sizes(split_values(args.batch_size)),
+        batch_sizes=batch_sizes(split_values(args.batch_size)),
         sizes=split_values(args.size),
         timeout_s=args.timeout,
         out_dir=args.out,
