@@ -3,7 +3,7 @@
     python benchmarks/gate_error_rates.py --setup separate --rounds 20 --json sep.json
     python benchmarks/gate_error_rates.py --setup separate --rounds 20 --workers 1 --calibrate 16
     python benchmarks/gate_error_rates.py --setup ab --ab-sessions 5 --ab-warm-cache --json ab.json
-    python benchmarks/gate_error_rates.py --analyse DIR [--noise noise.json]
+    python benchmarks/gate_error_rates.py --analyse DIR [DIR ...] [--noise noise.json]
 
 Workload: benchmarks/gate_workloads.py's `gate-mlp-deep` (the smoke suite's deep MLP on 4
 stacked batches), one OpenMP thread per worker, a short policy (0.5 s, 50 samples) so the
@@ -352,11 +352,12 @@ def main() -> int:
                         "(changes inside this machine's A/A band are noisy)")
     parser.add_argument("--calibrate", type=int, metavar="N", help="separate setup: first run N A/A processes and "
                         "decide with the noise file made from them (`compilebench noise --from-runs`)")
-    parser.add_argument("--analyse", metavar="DIR", help="only decide again the saved runs of a study in DIR "
-                        "(its separate-rows.jsonl / ab-rows.jsonl folder) and print the tables")
+    parser.add_argument("--analyse", metavar="DIR", nargs="+", help="only decide again the saved runs of the "
+                        "studies in DIR... (their separate-rows.jsonl / ab-rows.jsonl folders; several folders "
+                        "are pooled into one table) and print the tables")
     args = parser.parse_args()
     if args.analyse:
-        return analyse(Path(args.analyse), Path(args.noise) if args.noise else None)
+        return analyse([Path(d) for d in args.analyse], Path(args.noise) if args.noise else None)
     kinds = [k for k in args.kinds.split(",") if k]
     out = Path(args.out) / _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
@@ -392,24 +393,28 @@ def main() -> int:
     return 0
 
 
-def analyse(folder: Path, noise: Path | None = None) -> int:
-    if (folder / "separate-rows.jsonl").exists() or list(folder.glob("base-*.json")):
-        rows = analyse_separate(folder, noise)
-        loads = [json.loads(x)["load"] for x in (folder / "separate-rows.jsonl").read_text().splitlines()] \
-            if (folder / "separate-rows.jsonl").exists() else []
-        print(f"## separate runs + compilebench compare ({folder}{'; --noise ' + str(noise) if noise else ''}; load average "
-              f"{min(loads, default=math.nan):.1f}-{max(loads, default=math.nan):.1f}), runtime metrics\n")
+def analyse(folders: list[Path], noise: Path | None = None) -> int:
+    """Decide every saved pair again and print one table per setup, pooled over `folders`."""
+    names = ", ".join(map(str, folders))
+    sep_folders = [f for f in folders if (f / "separate-rows.jsonl").exists() or list(f.glob("base-*.json"))]
+    if sep_folders:
+        rows = [row for f in sep_folders for row in analyse_separate(f, noise)]
+        loads = [json.loads(x)["load"] for f in sep_folders if (f / "separate-rows.jsonl").exists()
+                 for x in (f / "separate-rows.jsonl").read_text().splitlines()]
+        print(f"## separate runs + compilebench compare ({names}{'; --noise ' + str(noise) if noise else ''}; load "
+              f"average {min(loads, default=math.nan):.1f}-{max(loads, default=math.nan):.1f}), runtime metrics\n")
         print("\n".join(table(rows, "probe_on")))
         print("\nsame pairs, probe switched off (probe = \"off\"):\n")
         print("\n".join(table(rows, "probe_off")))
-    if (folder / "ab-rows.jsonl").exists():
-        rows = analyse_ab(folder)
-        print(f"\n## compilebench ab ({folder}), gate on runtime metrics\n")
+    ab_folders = [f for f in folders if (f / "ab-rows.jsonl").exists()]
+    if ab_folders:
+        rows = [row for f in ab_folders for row in analyse_ab(f)]
+        print(f"\n## compilebench ab ({names}), gate on runtime metrics\n")
         print("\n".join(table(rows, "runtime")))
         print("\nsame sessions, every metric (cold compile time included):\n")
         print("\n".join(table(rows, "all")))
-        aa = [Path(json.loads(x)["session_dir"]) for x in (folder / "ab-rows.jsonl").read_text().splitlines()
-              if json.loads(x)["arm"] == "A/A" and json.loads(x).get("session_dir")]
+        saved = [json.loads(x) for f in ab_folders for x in (f / "ab-rows.jsonl").read_text().splitlines()]
+        aa = [Path(r["session_dir"]) for r in saved if r["arm"] == "A/A" and r.get("session_dir")]
         files = sorted(f for d in aa for f in d.rglob("round-*.json"))
         print(f"\ncold compile A/A ({len(files)} processes of A/A sessions): {json.dumps(cold_compile_spread(files))}")
     return 0
