@@ -9,6 +9,8 @@ import pytest
 
 from harness.analysis.compare import (
     DEFAULT_FAIL_ON,
+    EAGER_FASTER,
+    FASTER_EAGER_TOO,
     IMPROVEMENT,
     MACHINE_DRIFT,
     MISSING,
@@ -443,6 +445,65 @@ def test_no_machine_drift_verdict_while_the_probe_held_still():
     latency = result.metric("latency")
     assert abs(result.probe_change) < 0.03 and latency.raw_change > 0.05  # beyond the threshold before dividing
     assert latency.verdict == NOISY
+
+
+def test_a_change_left_after_normalising_is_not_machine_drift():
+    """The probe moved +20% but head's latency moved +45%: after dividing, +21% is left.
+    Undecided or not, that is no drift (the machine explains only part of it); and a probe
+    moving the other way never explains a slowdown."""
+    rng = np.random.default_rng(21)
+    case = synthetic_case(0)
+    base = [synthetic_record(case, rng, probe_median=1e-4, spread=0.25, n=6) for _ in range(1)]
+    head = [synthetic_record(case, rng, probe_median=1.2e-4, spread=0.25, n=6, eager_median=1e-3 * 1.45,
+                             compiled_median=5e-4 * 1.45)]
+    latency = compare_case(case.case_id, base, head, _defaults()).metric("latency")
+    assert latency.raw_change > 0.3 and latency.change > 0.05
+    assert latency.verdict != MACHINE_DRIFT
+    # the probe says the head's machine was 10% FASTER while latency rose: not drift either
+    faster_machine = [synthetic_record(case, rng, probe_median=0.9e-4, spread=0.01, n=6, eager_median=1e-3 * 1.08,
+                                       compiled_median=5e-4 * 1.08)]
+    steady = [synthetic_record(case, rng, probe_median=1e-4, spread=0.01, n=6)]
+    result = compare_case(case.case_id, steady, faster_machine, _defaults())
+    assert result.probe_change < -0.05 and result.metric("latency").verdict != MACHINE_DRIFT
+
+
+def test_speedup_moved_by_eager_alone_is_not_a_compiler_regression():
+    """Torch made eager 25% faster, the compiled code held still: speedup drops ~20%, but the
+    compiled code did not regress. `eager faster`, with both changes in the note; the gate
+    passes (an eager-only change is not a latency or throughput regression)."""
+    rng = np.random.default_rng(22)
+    case = synthetic_case(0)
+    base = synthetic_record(case, rng, probe_median=1e-4, spread=0.02)
+    head = synthetic_record(case, rng, probe_median=1e-4, spread=0.02, eager_median=1e-3 * 0.75)
+    result = compare_case(case.case_id, [base], [head], _defaults())
+    speedup = result.metric("speedup")
+    assert speedup.verdict == EAGER_FASTER and speedup.change == pytest.approx(-0.25, abs=0.03)
+    assert "eager moved -2" in speedup.note and result.metric("latency").verdict == UNCHANGED
+    assert result.verdict == EAGER_FASTER and result.verdict not in DEFAULT_FAIL_ON
+    # the compiled code slower with eager steady is still the compiler's regression
+    slower = synthetic_record(case, rng, probe_median=1e-4, spread=0.02, compiled_median=5e-4 * 1.25)
+    assert compare_case(case.case_id, [base], [slower], _defaults()).metric("speedup").verdict == REGRESSION
+
+
+def test_eager_only_cases_get_the_whole_model_verdicts():
+    """`-c eager` cases have no compiled block: their latency is eager's, so a slowdown on a
+    steady machine is a change in torch or the model (`slower (eager too)`, failing by
+    default, warn-only under whole_model = "warn"), not a compiler `regression`."""
+    rng = np.random.default_rng(23)
+    case = synthetic_case(0)
+
+    def eager_only(median: float):
+        record = synthetic_record(case, rng, eager_median=median, probe_median=1e-4, spread=0.02)
+        record.compiled = None
+        return record
+
+    result = compare_case(case.case_id, [eager_only(1e-3)], [eager_only(1.3e-3)], _defaults())
+    assert result.verdict == SLOWER_EAGER_TOO and result.eager_change == pytest.approx(0.3, abs=0.03)
+    warn = config_from_dict({"defaults": {"whole_model": "warn"}})
+    cmp = compare_runs([_case_run("b", eager_only(1e-3))], [_case_run("h", eager_only(1.3e-3))], warn)
+    assert cmp.cases[0].warn_only and cmp.failing() == []
+    faster = compare_case(case.case_id, [eager_only(1e-3)], [eager_only(0.7e-3)], _defaults())
+    assert faster.verdict == FASTER_EAGER_TOO
 
 
 def test_descheduled_samples_are_left_out():

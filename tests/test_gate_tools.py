@@ -19,8 +19,8 @@ from harness.analysis.noise import analyze_noise, load_noise_table, save_noise
 from harness.analysis.thresholds import ThresholdConfigError, load_thresholds
 from harness.cli.main import main
 from harness.experiments.ab import AbError, parse_env_pairs, schedule
-from harness.model.errors import UserError
 from harness.interop.pytest_bench import PytestBenchmarkFileError, export_run, import_data
+from harness.model.errors import UserError
 from harness.model.schema import Run, save_run
 from harness.testing.synthetic import SYNTHETIC_ENV, synthetic_case, synthetic_record, synthetic_run
 
@@ -166,8 +166,8 @@ def test_ab_bad_python_is_a_usage_error(tmp_path, capsys):
 def test_ab_and_friends_take_the_case_selection_run_takes():
     """A bf16 LLM case on a GPU needs --dtype; ab, noise, versions and bisect share the
     selection options, and they reach the plan (found when `ab --dtype bfloat16` was refused)."""
-    from harness.cli.compare import run_options_from, selection_options
     from harness.cli.common import Parser
+    from harness.cli.compare import run_options_from, selection_options
     from harness.run.runner import plan_cases
 
     parser = Parser(prog="compilebench ab")

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 
 from harness.analysis.compare import (
+    EAGER_FASTER,
+    EAGER_SLOWER,
     FASTER_EAGER_TOO,
     IMPROVEMENT,
     MACHINE_DRIFT,
@@ -33,7 +35,9 @@ from harness.model.schema import Record
 BISECT_METRICS = ("latency", "speedup", "compile_time", "graph_breaks", "peak_memory", "status")
 # compare's verdicts -> the search's: across torch builds, eager moving with compiled code
 # ("slower (eager too)") is torch's change too, so it counts; machine drift measures again
-WANTED = {"worse": (REGRESSION, SLOWER_EAGER_TOO, SLOWER_EAGER_TOO_NO_PROBE), "better": (IMPROVEMENT, FASTER_EAGER_TOO)}
+# (and a speedup that moved because torch's eager path did: the release's change as well)
+WANTED = {"worse": (REGRESSION, SLOWER_EAGER_TOO, SLOWER_EAGER_TOO_NO_PROBE, EAGER_FASTER),
+          "better": (IMPROVEMENT, FASTER_EAGER_TOO, EAGER_SLOWER)}
 UNDECIDED = (NOISY, MACHINE_DRIFT)
 
 
@@ -69,8 +73,7 @@ def judge(reference: Sequence[Record], candidate: Sequence[Record], metric: str,
         raise MetricNotMeasuredError(_not_measured(case_id, metric, ref, cand))
     # a torch change that slows eager too is what a version bisect hunts: bad as well
     # (with or without a probe vouching for the machine: the search re-measures the midpoints)
-    wanted = (REGRESSION, SLOWER_EAGER_TOO, SLOWER_EAGER_TOO_NO_PROBE) if direction == "worse" \
-        else (IMPROVEMENT, FASTER_EAGER_TOO)
+    wanted = WANTED[direction]
     verdict = "bad" if m.verdict in wanted else ("noisy" if m.verdict == NOISY else "good")
     beyond = m.change is not None and m.threshold is not None and abs(m.change) >= float(m.threshold) and (
         (m.change > 0) == _worse_is_up(metric, direction))

@@ -63,8 +63,11 @@ SLOWER_EAGER_TOO, FASTER_EAGER_TOO, MACHINE_DRIFT = "slower (eager too)", "faste
 # machine drift and a real whole-model change look alike, so it warns and does not fail by default
 # (no comma in the name: --fail-on is a comma list)
 SLOWER_EAGER_TOO_NO_PROBE = "slower (eager too; no probe)"
+# speedup moved because eager did, with the compiled code's latency holding still: a change in
+# torch's eager path or the model, not a compiler regression; shown, never failing by default
+EAGER_FASTER, EAGER_SLOWER = "eager faster", "eager slower"
 VERDICT_ORDER = (REGRESSION, SLOWER_EAGER_TOO, NOW_FAILING, MISSING, SLOWER_EAGER_TOO_NO_PROBE, NOISY,
-                 MACHINE_DRIFT, IMPROVEMENT,
+                 MACHINE_DRIFT, EAGER_FASTER, EAGER_SLOWER, IMPROVEMENT,
                  FASTER_EAGER_TOO, NOW_PASSING, NEW, STILL_FAILING, UNCHANGED, NOT_APPLICABLE)
 DEFAULT_FAIL_ON = (REGRESSION, SLOWER_EAGER_TOO, NOW_FAILING)
 # below 4 per side a two-sided U test on process medians cannot reach p < 0.05 (3 vs 3: p >= 0.1)
@@ -715,9 +718,11 @@ def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds
 
 def _eager_change(base: list[Record], head: list[Record], probe: _MachineProbe | None) -> float | None:
     """How much eager moved between base and head, measured like latency (same processes,
-    same probe normalisation). Only for compiled cases: there eager is the control that
-    tells a compiled-only change from a whole-model one."""
-    if not all(_samples(r.compiled).size for r in base + head):
+    same probe normalisation). In a compiled case eager is the control that tells a
+    compiled-only change from a whole-model one; in an eager-only case (`-c eager`, no
+    compiled block) eager is what latency measured, so any change there is eager's."""
+    compiled = [bool(_samples(r.compiled).size) for r in base + head]
+    if any(compiled) and not all(compiled):
         return None
     factors = (probe.factors("base"), probe.factors("head")) if probe and probe.normalise else (None, None)
     b = [s / factors[0][i] if factors[0] else s for i, s in enumerate(_samples(r.eager) for r in base)]
@@ -737,8 +742,7 @@ def _attribute_latency(result: CaseResult, probe_moved_at: float) -> None:
     if latency is None or latency.change is None:
         return
     probe_steady = result.probe_change is not None and abs(result.probe_change) < probe_moved_at
-    if latency.raw_change is not None and latency.verdict in (UNCHANGED, NOISY) and latency.threshold is not None \
-            and abs(latency.raw_change) >= float(latency.threshold) and not probe_steady:
+    if _drift_explains(latency, result.probe_change, probe_steady):
         latency.verdict = MACHINE_DRIFT
         said = (f"machine drift: probe {result.probe_change:+.1%}, latency {latency.raw_change:+.1%} before "
                 f"normalising, {latency.change:+.1%} after")
@@ -764,9 +768,42 @@ def _attribute_latency(result: CaseResult, probe_moved_at: float) -> None:
         result.flags.append(f"latency {latency.change:+.1%}: eager moved {eager:+.1%} too, {seen}")
 
 
+def _drift_explains(latency: MetricResult, probe_change: float | None, probe_steady: bool) -> bool:
+    """Latency moved beyond its threshold before normalising, nothing beyond it is left after,
+    and the probe moved the same way by its own threshold: the machine's change, not the code's.
+    A change still beyond the threshold after normalising (undecided: noisy) is not drift."""
+    if latency.raw_change is None or latency.threshold is None or probe_change is None or probe_steady:
+        return False
+    threshold = float(latency.threshold)
+    return (latency.verdict in (UNCHANGED, NOISY) and abs(latency.raw_change) >= threshold
+            and abs(latency.change or 0.0) < threshold and probe_change * latency.raw_change > 0)
+
+
+def _attribute_speedup(result: CaseResult) -> None:
+    """Speedup (eager / compiled, paired per round) changed significantly while the compiled
+    code's latency held still: eager moved, so the compiler did not regress (a faster torch
+    eager path lowers the speedup of an unchanged compiled model). `eager faster` / `eager
+    slower`, which do not fail the gate by default; the note keeps every number."""
+    speedup, latency, eager = result.metric("speedup"), result.metric("latency"), result.eager_change
+    if speedup is None or speedup.verdict not in (REGRESSION, IMPROVEMENT) or speedup.change is None:
+        return
+    if latency is None or latency.verdict not in (UNCHANGED, MACHINE_DRIFT) or eager is None:
+        return
+    # speedup = eager / compiled: down with eager faster (both changes negative), up with eager
+    # slower; eager must carry at least half of the move
+    if eager * speedup.change <= 0 or abs(eager) < DRIFT_SHARE * abs(speedup.change):
+        return
+    speedup.verdict = EAGER_FASTER if eager < 0 else EAGER_SLOWER
+    said = (f"speedup {speedup.change:+.1%} because eager moved {eager:+.1%}; compiled latency held "
+            f"({(latency.change or 0.0):+.1%}): a change in torch's eager path or the model, not the compiled code")
+    speedup.note = f"{speedup.note}; {said}"
+    result.flags.append(said)
+
+
 def _finish_case(result: CaseResult, thresholds: Thresholds | None = None) -> None:
     moved_at = thresholds.get("probe") if thresholds is not None else None
     _attribute_latency(result, float(moved_at) if moved_at is not None else DEFAULT_PROBE_MOVED)
+    _attribute_speedup(result)
     if result.metrics:
         result.verdict = _worst([m.verdict for m in result.metrics]) or UNCHANGED
     if result.verdict == SLOWER_EAGER_TOO and thresholds is not None and thresholds.whole_model == WHOLE_MODEL_WARN:

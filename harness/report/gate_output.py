@@ -14,6 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.analysis.compare import (
+    EAGER_FASTER,
+    EAGER_SLOWER,
     FASTER_EAGER_TOO,
     IMPROVEMENT,
     MACHINE_DRIFT,
@@ -30,11 +32,12 @@ from harness.analysis.compare import (
 )
 from harness.report.display import fmt_bytes, fmt_seconds
 
-ATTENTION = (REGRESSION, SLOWER_EAGER_TOO, NOW_FAILING, MISSING, SLOWER_EAGER_TOO_NO_PROBE, NOISY)
+ATTENTION = (REGRESSION, SLOWER_EAGER_TOO, NOW_FAILING, MISSING, SLOWER_EAGER_TOO_NO_PROBE, NOISY, EAGER_FASTER)
 STYLE = {REGRESSION: "bold red", SLOWER_EAGER_TOO: "bold red", NOW_FAILING: "bold red", MISSING: "yellow",
-         SLOWER_EAGER_TOO_NO_PROBE: "yellow", NOISY: "yellow", MACHINE_DRIFT: "cyan", IMPROVEMENT: "green", FASTER_EAGER_TOO: "green", NOW_PASSING: "green"}
+         SLOWER_EAGER_TOO_NO_PROBE: "yellow", NOISY: "yellow", MACHINE_DRIFT: "cyan", EAGER_FASTER: "magenta", EAGER_SLOWER: "magenta", IMPROVEMENT: "green", FASTER_EAGER_TOO: "green", NOW_PASSING: "green"}
 EMOJI = {REGRESSION: ":red_circle:", SLOWER_EAGER_TOO: ":orange_circle:", NOW_FAILING: ":x:", MISSING: ":warning:",
-         SLOWER_EAGER_TOO_NO_PROBE: ":warning:", NOISY: ":grey_question:", MACHINE_DRIFT: ":thermometer:", IMPROVEMENT: ":green_circle:",
+         SLOWER_EAGER_TOO_NO_PROBE: ":warning:", NOISY: ":grey_question:", MACHINE_DRIFT: ":thermometer:", EAGER_FASTER: ":information_source:",
+         EAGER_SLOWER: ":information_source:", IMPROVEMENT: ":green_circle:",
          FASTER_EAGER_TOO: ":green_circle:", NOW_PASSING: ":white_check_mark:"}
 
 

@@ -188,7 +188,7 @@ def grouped_reasons(records: list[Record], attr: str) -> list[dict[str, Any]]:
 DELTA_COLUMNS = {"speedup": "speedup", "latency": "latency_s", "compile_time": "compile_time_s",
                  "peak_memory": "compiled_peak_memory_bytes", "compile_host_memory": "compile_peak_rss_bytes"}
 _JUDGED = ("regression", "slower (eager too)", "slower (eager too; no probe)", "now failing", "improvement", "faster (eager too)", "now passing",
-           "noisy", "machine drift")
+           "noisy", "machine drift", "eager faster", "eager slower")
 
 
 @dataclass
