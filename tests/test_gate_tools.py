@@ -16,7 +16,7 @@ import pytest
 from harness.analysis.compare import compare_runs
 from harness.analysis.expected import EXPECTED_FORMAT, check, update
 from harness.analysis.noise import analyze_noise, load_noise_table, save_noise
-from harness.analysis.thresholds import ThresholdConfigError, load_thresholds
+from harness.analysis.thresholds import ThresholdConfigError, config_from_dict, load_thresholds
 from harness.cli.main import main
 from harness.experiments.ab import AbError, parse_env_pairs, schedule
 from harness.interop.pytest_bench import PytestBenchmarkFileError, export_run, import_data
@@ -102,6 +102,27 @@ def test_noise_flags_what_a_threshold_cannot_resolve(tmp_path):
     base, head = synthetic_run(1, 1), synthetic_run(1, 2)
     flags = compare_runs([base], [head], noise=table).cases[0].flags
     assert any(f.startswith("too noisy to judge: latency: A/A noise") for f in flags)
+
+
+def test_noise_band_is_measured_on_what_compare_judges():
+    """Processes of the same code on a machine whose speed wanders 1.4x, which the probe sees:
+    compare divides that out, so the A/A band for latency must be the normalised one (a raw
+    band would call every whole-model +15% `noisy`). Compile time: CPU seconds on CPU cases,
+    as compare judges them, not the wall seconds that waited for a core."""
+    rng = np.random.default_rng(5)
+    case = synthetic_case(0)
+    runs = []
+    for i, speed in enumerate([1.0, 1.4, 1.0, 1.4, 1.05, 1.35, 1.0, 1.4]):
+        record = synthetic_record(case, rng, compiled_median=5e-4 * speed, eager_median=1e-3 * speed,
+                                  probe_median=1e-4 * speed, spread=0.01, compile_time=2.0 * speed, compile_cpu=1.0,
+                                  compile_spread=0.005)
+        runs.append(Run(f"aa{i}", "2026-01-01T00:00:00+00:00", "aa", dict(SYNTHETIC_ENV), {}, [record]))
+    metrics = analyze_noise(runs, rounds=4)["cases"][case.case_id]["metrics"]
+    assert metrics["latency"]["normalised_by_probe"] and metrics["latency"]["mdc_single"] < 0.05
+    assert metrics["latency"]["cv"] > 0.1  # the raw per-process spread is still reported
+    assert metrics["compile_time"]["mdc_single"] < 0.05  # CPU seconds held; wall seconds moved 40%
+    off = analyze_noise(runs, 4, config_from_dict({"defaults": {"probe": "off"}}))
+    assert off["cases"][case.case_id]["metrics"]["latency"]["mdc_single"] > 0.3  # compare would not divide
 
 
 def test_a_single_process_change_inside_the_measured_aa_band_is_noisy_and_beyond_it_decides():

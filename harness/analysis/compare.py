@@ -650,10 +650,10 @@ def _compile_time_result(metric: Metric, base: list[Record], head: list[Record],
     compile's work. On other devices, wall seconds: `compile_cpu_s` counts only waited-for
     children, and the Triton compiles of a GPU case run in Inductor's long-lived compile-worker
     pool, which is never waited for, so it would gate on a partial, varying share of the work."""
-    cpu_b = [_cpu_compile(r) for r in base]
-    cpu_h = [_cpu_compile(r) for r in head]
     on_cpu = all(r.case.device.split(":")[0] == "cpu" for r in (*base, *head))
-    if on_cpu and all(v is not None for v in cpu_b + cpu_h) and cpu_b and cpu_h:
+    if judges_compile_cpu_seconds([*base, *head]):
+        cpu_b = [_cpu_compile(r) for r in base]
+        cpu_h = [_cpu_compile(r) for r in head]
         result, pending = _scalar_result(metric, cpu_b, cpu_h, thresholds)  # type: ignore[arg-type]
         result.note = f"CPU seconds of the compile; {result.note}"
         return result, pending
@@ -666,6 +666,18 @@ def _compile_time_result(metric: Metric, base: list[Record], head: list[Record],
                              "Inductor's compile-worker pool)")
     result.note = f"wall seconds{why}; {result.note}"
     return result, pending
+
+
+def judges_compile_cpu_seconds(records: Sequence[Record]) -> bool:
+    """Whether compile time is judged on the compile's CPU seconds for these records: CPU
+    cases where every process recorded them (else wall seconds; see _compile_time_result).
+    `compilebench noise` measures the same quantity the gate judges."""
+    return bool(records) and all(r.case.device.split(":")[0] == "cpu" and _cpu_compile(r) is not None
+                                 for r in records)
+
+
+def compile_time_value(record: Record, cpu_seconds: bool) -> float | None:
+    return _cpu_compile(record) if cpu_seconds else scalar_value(record, "compile_time")
 
 
 def _cpu_compile(record: Record) -> float | None:

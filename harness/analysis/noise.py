@@ -7,7 +7,10 @@ way), then reports per case and metric:
   * mdc_single: the smallest change a plain base-vs-head compare (one process per side) can
     tell from noise here: the 95th percentile of |a/b - 1| over all pairs of processes;
   * mdc_ab: the same for `compilebench ab` with this many rounds (per-process medians,
-    2.8 standard errors of the difference of the means of the log values);
+    2.8 standard errors of the difference of the means of the log values).
+Each is measured on the value compare judges: latency as compare would normalise it by the
+machine probe (a pair whose probe moved by the `probe` threshold: divided; per-process tests:
+always), cold compile time in CPU seconds where compare judges those (CPU cases).
 and flags cases whose mdc_single exceeds the gate threshold. `compare --noise FILE` uses the
 file to flag verdicts on such cases as too noisy to judge.
 """
@@ -22,8 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.compare import group_records, scalar_value, timing_samples
-from harness.analysis.thresholds import ThresholdConfig
+from harness.analysis.compare import (
+    compile_time_value,
+    group_records,
+    judges_compile_cpu_seconds,
+    scalar_value,
+    timing_samples,
+)
+from harness.analysis.thresholds import DEFAULT_PROBE_MOVED, ThresholdConfig
+from harness.measure.probe import probe_block, relative_slowness
 from harness.model.jsonfile import read_json
 from harness.model.schema import Record, Run, RunFileError, write_json_atomic
 
@@ -32,23 +42,50 @@ NOISE_FORMAT = "compilebench-noise/1"
 
 
 def process_values(records: Sequence[Record], metric: str) -> list[float]:
-    """One value per process: the median of its samples (timings) or its scalar."""
+    """One value per process: the median of its samples (timings) or its scalar (compile
+    time: CPU seconds where compare judges those)."""
+    ok = [r for r in records if r.status == "ok"]
+    cpu_compile = metric == "compile_time" and judges_compile_cpu_seconds(ok)
     out = []
-    for r in records:
-        if r.status != "ok":
-            continue
+    for r in ok:
         if metric in ("speedup", "latency"):
             samples = timing_samples(r, metric)
             if samples is not None and samples.size:
                 out.append(float(np.median(samples)))
         else:
-            value = scalar_value(r, metric)
+            value = compile_time_value(r, cpu_compile) if metric == "compile_time" else scalar_value(r, metric)
             if value is not None:
                 out.append(value)
     return out
 
 
-def spread(values: Sequence[float], rounds: int) -> dict[str, Any] | None:
+def probe_factors(records: Sequence[Record]) -> list[float] | None:
+    """Per ok process, its machine slowness (the probe), as compare computes it; None when
+    some process has no usable probe or the versions differ."""
+    blocks = [probe_block(dict(r.metrics or {})) for r in records if r.status == "ok"]
+    if len(blocks) < 2 or any(b is None for b in blocks) or len({b.get("version") for b in blocks}) != 1:  # type: ignore[union-attr]
+        return None
+    return relative_slowness(blocks, len(blocks))  # type: ignore[arg-type]
+
+
+def judged_pair_changes(values: Sequence[float], factors: Sequence[float] | None, moved_at: float) -> list[float]:
+    """|a/b - 1| over all ordered pairs of processes, as a one-process-per-side compare would
+    judge them: divided by the probe factors when the probe moved by `moved_at` between the two."""
+    out = []
+    for (a, fa), (b, fb) in itertools.permutations(zip(values, factors or [1.0] * len(values), strict=True), 2):
+        if b <= 0:
+            continue
+        if factors is not None and abs(fa / fb - 1.0) >= moved_at:
+            a, b = a / fa, b / fb
+        out.append(abs(a / b - 1.0))
+    return out
+
+
+def spread(values: Sequence[float], rounds: int, factors: Sequence[float] | None = None,
+           moved_at: float = DEFAULT_PROBE_MOVED) -> dict[str, Any] | None:
+    """Spread of per-process values; with `factors` (latency), mdc_single and max_pair_change
+    on the pairs as compare judges them and mdc_ab on the normalised values (per-process
+    tests always normalise)."""
     if len(values) < 2:
         return None
     v = np.asarray(values, dtype=float)
@@ -56,8 +93,9 @@ def spread(values: Sequence[float], rounds: int) -> dict[str, Any] | None:
     if med <= 0:
         return None
     mad_cv = float(1.4826 * np.median(np.abs(v - med)) / med)
-    changes = [abs(a / b - 1.0) for a, b in itertools.permutations(v, 2) if b > 0]
-    logs = np.log(v[v > 0])
+    changes = judged_pair_changes(values, factors, moved_at)
+    judged = v / np.asarray(factors) if factors is not None else v
+    logs = np.log(judged[judged > 0])
     sd_log = float(np.std(logs, ddof=1)) if logs.size > 1 else 0.0
     return {
         "n_processes": int(v.size),
@@ -77,8 +115,15 @@ def analyze_noise(runs: Sequence[Run], rounds: int, config: ThresholdConfig | No
         ref = records[0].case
         thresholds = config.for_case(case_id, ref.workload, ref.suite)
         entry: dict[str, Any] = {"metrics": {}, "too_noisy": []}
+        moved_at = thresholds.get("probe")
         for metric in NOISE_METRICS:
-            stats = spread(process_values(records, metric), rounds)
+            values = process_values(records, metric)
+            factors = probe_factors(records) if metric == "latency" and moved_at is not None else None
+            if factors is not None and len(factors) != len(values):
+                factors = None
+            stats = spread(values, rounds, factors, float(moved_at or DEFAULT_PROBE_MOVED))
+            if stats is not None and factors is not None:
+                stats["normalised_by_probe"] = True
             if stats is None:
                 continue
             threshold = thresholds.get(metric)
