@@ -195,3 +195,24 @@ def test_group_geomean_is_not_moved_by_an_unrelated_failure():
     assert values[0] == pytest.approx(2.0) and values[1] == pytest.approx(2.0)
     assert values[2] == pytest.approx(2.0 * 1.1)
     assert excluded == [{"case_id": "c", "reason": "failing this night"}]
+
+
+def test_workload_row_geomean_counts_only_cases_ok_in_the_latest_night():
+    """A case missing from the latest night does not count with its old value, a case failing
+    tonight is listed as excluded (with why), and `failing now` counts tonight's failures only."""
+    from harness.report.dashboard import _workload_row
+
+    def series(case_id, x, statuses, speedups):
+        return {"case_id": case_id, "device": "cpu", "compiler": "inductor", "suite": "s", "x": x,
+                "status": statuses, "metrics": {"speedup": speedups}}
+
+    rows = [series("a", [0, 1, 2], ["ok"] * 3, [2.0, 2.0, 2.0]),
+            series("b", [0, 1, 2], ["ok"] * 3, [8.0, 8.0, 8.0]),
+            series("gone", [0, 1], ["ok", "ok"], [100.0, 100.0]),  # not measured tonight: its old value must not count
+            series("retired", [0], ["fail"], [None]),  # failed once, long ago: not failing now
+            series("broken", [0, 1, 2], ["ok", "ok", "fail"], [0.01, 0.01, None])]
+    row = _workload_row("w", "w.html", rows, 0, latest_night=2)
+    assert row["latest_speedup"] == pytest.approx(4.0) and row["latest_speedup_cases"] == 2
+    assert {e["case_id"]: e["reason"] for e in row["latest_speedup_excluded"]} == {
+        "gone": "not in the latest night", "retired": "not in the latest night", "broken": "status fail"}
+    assert row["failing"] == 1

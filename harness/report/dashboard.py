@@ -363,7 +363,7 @@ def build_dashboard(db: str | Path, out: str | Path, opts: DashboardOptions | No
                 open_here += 1
                 regressions.append({**reg, "scope": "case", "name": s["case_id"], "href": page, "device": s["device"],
                                     "compiler": s["compiler"], "suite": s["suite"]})
-        workload_rows.append(_workload_row(workload, page, series_list, open_here))
+        workload_rows.append(_workload_row(workload, page, series_list, open_here, len(nights) - 1))
     regressions.sort(key=lambda r: (r["first_bad"], r["name"]))
     for r in regressions:
         r["first_bad_night"] = nights[r["first_bad"]]
@@ -391,13 +391,28 @@ def _spec_json(s: MetricSpec) -> dict[str, Any]:
     return {"name": s.name, "label": s.label, "higher": s.higher_is_better, "fmt": s.fmt, "tol": s.rel_tol}
 
 
-def _workload_row(workload: str, page: str, series_list: list[dict[str, Any]], open_here: int) -> dict[str, Any]:
-    latest = [s["metrics"]["speedup"][-1] for s in series_list if s["metrics"]["speedup"][-1] is not None]
+def _workload_row(workload: str, page: str, series_list: list[dict[str, Any]], open_here: int,
+                  latest_night: int) -> dict[str, Any]:
+    """The index's row for a workload. Its geomean speedup is over the cases measured and ok
+    in the latest night only: a case missing tonight must not count with an old value, and a
+    case failing tonight is listed as excluded, not silently dropped."""
+    speedups, excluded = [], []
+    for s in series_list:
+        value = s["metrics"]["speedup"][-1]
+        if s["x"][-1] != latest_night:
+            excluded.append({"case_id": s["case_id"], "reason": "not in the latest night"})
+        elif s["status"][-1] != "ok":
+            excluded.append({"case_id": s["case_id"], "reason": f"status {s['status'][-1]}"})
+        elif value is None or value <= 0:
+            excluded.append({"case_id": s["case_id"], "reason": "no speedup (eager-only or unmeasured)"})
+        else:
+            speedups.append(value)
     return {"workload": workload, "href": page, "cases": len(series_list), "open": open_here,
             "devices": sorted({s["device"] for s in series_list}), "compilers": sorted({s["compiler"] for s in series_list}),
             "suites": sorted({s["suite"] for s in series_list}),
-            "latest_speedup": float(np.exp(np.mean(np.log([v for v in latest if v > 0])))) if any(v > 0 for v in latest) else None,
-            "failing": sum(1 for s in series_list if s["status"][-1] != "ok")}
+            "latest_speedup": float(np.exp(np.mean(np.log(speedups)))) if speedups else None,
+            "latest_speedup_cases": len(speedups), "latest_speedup_excluded": excluded,
+            "failing": sum(1 for s in series_list if s["x"][-1] == latest_night and s["status"][-1] != "ok")}
 
 
 def _write_workload_page(env, path: Path, workload: str, series_list: list[dict[str, Any]],
