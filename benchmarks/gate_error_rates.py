@@ -314,20 +314,25 @@ def analyse_ab(folder: Path) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- tables
 
 def table(rows: list[dict[str, Any]], key: str | None) -> list[str]:
-    """Markdown: per arm, how often the gate failed (A/A: false failures; arms: detected)."""
+    """Markdown: per arm, how often the gate failed (A/A: false failures; arms: detected), over
+    the pairs it decided (exit 0 or 1); pairs that errored (exit 2, a crash) are counted apart,
+    never as passes."""
     by_arm: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_arm.setdefault(row["arm"], []).append(row[key] if key else row)
-    lines = ["| arm | gate failed | rate | verdicts | median latency change | median eager change |",
-             "|---|--:|--:|---|--:|--:|"]
-    for arm, results in by_arm.items():
+    lines = ["| arm | gate failed | rate | errors | verdicts | median latency change | median eager change |",
+             "|---|--:|--:|--:|---|--:|--:|"]
+    for arm, all_results in by_arm.items():
+        results = [x for x in all_results if x.get("exit") in (0, 1)]
+        errors = len(all_results) - len(results)
         failed = sum(1 for x in results if x.get("exit") == 1)
         verdicts: dict[str, int] = {}
         for x in results:
             verdicts[str(x.get("verdict"))] = verdicts.get(str(x.get("verdict")), 0) + 1
         lat = sorted(x["latency_change"] for x in results if x.get("latency_change") is not None)
         eag = sorted(x["eager_change"] for x in results if x.get("eager_change") is not None)
-        lines.append(f"| {arm} | {failed}/{len(results)} | {failed / len(results):.0%} | "
+        rate = f"{failed / len(results):.0%}" if results else "-"
+        lines.append(f"| {arm} | {failed}/{len(results)} | {rate} | {errors} | "
                      + ", ".join(f"{v} {n}" for v, n in sorted(verdicts.items(), key=lambda kv: -kv[1]))
                      + f" | {_pct(lat[len(lat) // 2] if lat else None)} | {_pct(eag[len(eag) // 2] if eag else None)} |")
     return lines

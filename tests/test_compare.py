@@ -88,8 +88,7 @@ def test_big_change_that_is_not_significant_is_noisy_not_regression():
     base = synthetic_record(case, rng, n=4, spread=0.6)
     head = synthetic_record(case, rng, n=4, spread=0.6, compiled_median=6e-4)
     latency = compare_case(case.case_id, [base], [head], _defaults()).metric("latency")
-    assert latency.verdict in (NOISY, UNCHANGED)
-    assert latency.verdict != REGRESSION
+    assert latency.verdict == NOISY and latency.mdc > latency.threshold  # undecidable at the threshold, and said so
 
 
 def test_improvement_direction():

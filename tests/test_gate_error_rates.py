@@ -52,15 +52,15 @@ def test_analyse_pools_study_folders_and_counts_gate_failures_per_arm(study, tmp
     assert study.analyse([tmp_path / "study1", tmp_path / "study2"]) == 0
     out = capsys.readouterr().out
     runtime = out.split("same sessions, every metric")[0]
-    assert "| A/A | 0/2 | 0% | unchanged 2 |" in runtime
-    assert "| whole +15% | 2/2 | 100% | slower (eager too) 2 |" in runtime
+    assert "| A/A | 0/2 | 0% | 0 | unchanged 2 |" in runtime
+    assert "| whole +15% | 2/2 | 100% | 0 | slower (eager too) 2 |" in runtime
 
 
-def test_table_counts_exit_1_as_the_gate_failing(study):
+def test_table_counts_exit_1_as_the_gate_failing_and_errors_apart(study):
     rows = [{"arm": "A/A", "exit": 0, "verdict": "unchanged", "latency_change": 0.01, "eager_change": 0.0},
             {"arm": "A/A", "exit": 1, "verdict": "regression", "latency_change": 0.09, "eager_change": 0.0},
             {"arm": "A/A", "exit": 2, "verdict": None, "latency_change": None, "eager_change": None}]
     line = study.table(rows, None)[2]
-    assert line.startswith("| A/A | 1/3 | 33% |")
+    assert line.startswith("| A/A | 1/2 | 50% | 1 |")  # the crashed pair is neither a pass nor a failure
     assert study.arms([0.15], ["compiled", "whole"]) == {
         "compiled +15%": {"COMPILEBENCH_GATE_EXTRA_WORK": "0.15"}, "whole +15%": {"COMPILEBENCH_GATE_WHOLE_WORK": "0.15"}}

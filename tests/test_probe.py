@@ -87,7 +87,6 @@ def test_a_preempted_probe_sample_does_not_stop_the_probe():
     probe = _fake_probe(clock)
     schedule = ProbeSchedule(probe, budget=0.01, cost_s=probe.warm_up())
     assert schedule.cost_s == pytest.approx(6e-4, rel=0.2)
-    original = probe.kernels[0].fn
     calls = []
 
     def slow_once():
@@ -97,7 +96,7 @@ def test_a_preempted_probe_sample_does_not_stop_the_probe():
     probe.kernels = [type(probe.kernels[0])("a", slow_once, 2), *probe.kernels[1:]]
     for _ in range(2000):
         schedule.after_round(1e-3)
-    assert original is not None and len(probe.samples["a"]) >= 25  # ~ 2 s x 1% / 0.6 ms
+    assert len(calls) >= 25 and len(probe.samples["a"]) >= 25  # ~ 2 s x 1% / 0.6 ms: sampled on after the wait
 
 
 def test_probe_runs_between_timed_rounds_never_inside_one():
