@@ -505,6 +505,17 @@ def test_eager_only_cases_get_the_whole_model_verdicts():
     assert faster.verdict == FASTER_EAGER_TOO
 
 
+def test_four_processes_against_one_are_tested_on_raw_samples_both_sides():
+    """Per-process medians only when both sides have 4+ processes: 4 medians against one
+    process's 100 raw samples would test unlike things."""
+    rng = np.random.default_rng(24)
+    case = synthetic_case(0)
+    base = [synthetic_record(case, rng) for _ in range(4)]
+    head = [synthetic_record(case, rng)]
+    latency = compare_case(case.case_id, base, head, _defaults()).metric("latency")
+    assert latency.note.startswith("raw samples") and (latency.n_base, latency.n_head) == (400, 100)
+
+
 def test_descheduled_samples_are_left_out():
     """Half of head's samples spanned a neighbour's 20 ms time slice (wall 20 ms, CPU 0.5 ms,
     as measured on the loaded 2-core box): with per-sample CPU seconds they are left out and

@@ -374,10 +374,13 @@ def _resampled_medians(sorted_samples: np.ndarray, n_boot: int, rng: np.random.G
     return sorted_samples[idx]
 
 
-def _units(groups: Sequence[np.ndarray]) -> tuple[np.ndarray, str]:
-    """What the test runs on: one median per process when there are enough processes, else
-    the pooled raw samples of the process(es)."""
-    if len(groups) >= MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST:
+def _units(groups: Sequence[np.ndarray], per_process: bool | None = None) -> tuple[np.ndarray, str]:
+    """What the test runs on: one median per process when there are enough processes (on
+    both sides: pass `per_process`; a test of 4 process medians against 100 raw samples
+    would compare unlike things), else the pooled raw samples of the process(es)."""
+    if per_process is None:
+        per_process = len(groups) >= MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST
+    if per_process:
         return np.asarray([float(np.median(g)) for g in groups]), "per-process medians"
     return (groups[0] if len(groups) == 1 else np.concatenate(groups)), "raw samples"
 
@@ -401,8 +404,9 @@ class _Pending:
 def _timing_result(metric: Metric, base_groups: list[np.ndarray], head_groups: list[np.ndarray],
                    thresholds: Thresholds) -> tuple[MetricResult, _Pending | None]:
     threshold = thresholds.get(metric.name)
-    base, unit_kind = _units(base_groups)
-    head, _ = _units(head_groups)
+    per_process = min(len(base_groups), len(head_groups)) >= MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST
+    base, unit_kind = _units(base_groups, per_process)
+    head, _ = _units(head_groups, per_process)
     sb, sh = np.sort(base), np.sort(head)
     bmed, hmed = _quantiles(sb, (0.5,))[0], _quantiles(sh, (0.5,))[0]
     result = MetricResult(metric.name, UNCHANGED, bmed, hmed, threshold=threshold, n_base=base.size,
@@ -437,9 +441,9 @@ def _resolve(pending: Sequence[_Pending]) -> None:
             p.result.p_value = float(pvalue)
             if pvalue < p.alpha:
                 significant.append(p)
-            else:
+            else:  # beyond the threshold but not confirmed: undecided, whatever the mdc said
                 r = p.result
-                r.verdict = NOISY if (r.mdc or 0) > (r.threshold or 0) else UNCHANGED
+                r.verdict = NOISY
                 r.note = f"{r.note}; change not significant (U test p={pvalue:.2g})"
         for alpha in sorted({p.alpha for p in significant}):
             batch = [p for p in significant if p.alpha == alpha]
@@ -591,8 +595,9 @@ def _median_change(base: list[np.ndarray], head: list[np.ndarray]) -> float | No
     """head/base - 1 of the values the test runs on (per-process medians or pooled samples)."""
     if not base or not head:
         return None
-    b, _ = _units(base)
-    h, _ = _units(head)
+    per_process = min(len(base), len(head)) >= MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST
+    b, _ = _units(base, per_process)
+    h, _ = _units(head, per_process)
     bmed, hmed = float(np.median(b)), float(np.median(h))
     return hmed / bmed - 1.0 if bmed > 0 else None
 
