@@ -482,6 +482,12 @@ def test_speedup_moved_by_eager_alone_is_not_a_compiler_regression():
     # the compiled code slower with eager steady is still the compiler's regression
     slower = synthetic_record(case, rng, probe_median=1e-4, spread=0.02, compiled_median=5e-4 * 1.25)
     assert compare_case(case.case_id, [base], [slower], _defaults()).metric("speedup").verdict == REGRESSION
+    # compiled +4.5% (under the latency threshold) with eager's own process noise at -3%: the
+    # speedup drop is mostly the compiled code's, so it stays a regression
+    mostly_compiled = synthetic_record(case, rng, probe_median=1e-4, spread=0.02, eager_median=1e-3 * 0.97,
+                                       compiled_median=5e-4 * 1.045)
+    result = compare_case(case.case_id, [base], [mostly_compiled], _defaults())
+    assert result.metric("latency").verdict == UNCHANGED and result.metric("speedup").verdict == REGRESSION
 
 
 def test_eager_only_cases_get_the_whole_model_verdicts():

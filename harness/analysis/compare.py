@@ -807,8 +807,13 @@ def _attribute_speedup(result: CaseResult) -> None:
     if latency is None or latency.verdict not in (UNCHANGED, MACHINE_DRIFT) or eager is None:
         return
     # speedup = eager / compiled: down with eager faster (both changes negative), up with eager
-    # slower; eager must carry at least half of the move
-    if eager * speedup.change <= 0 or abs(eager) < DRIFT_SHARE * abs(speedup.change):
+    # slower. Eager must carry the move: beyond the speedup threshold itself and over half of
+    # it, with compiled latency under half (a compiled +5% with eager's own noise at -3% is
+    # still the compiler's)
+    move = abs(speedup.change)
+    if eager * speedup.change <= 0 or abs(eager) < max(DRIFT_SHARE * move, float(speedup.threshold or 0.0)):
+        return
+    if abs(latency.change or 0.0) >= DRIFT_SHARE * move:
         return
     speedup.verdict = EAGER_FASTER if eager < 0 else EAGER_SLOWER
     said = (f"speedup {speedup.change:+.1%} because eager moved {eager:+.1%}; compiled latency held "
