@@ -2,7 +2,7 @@
 
     python benchmarks/gate_error_rates.py --setup separate --rounds 20 --json sep.json
     python benchmarks/gate_error_rates.py --setup separate --rounds 20 --workers 1 --calibrate 16
-    python benchmarks/gate_error_rates.py --setup ab --ab-sessions 5 --ab-warm-cache --json ab.json
+    python benchmarks/gate_error_rates.py --setup ab --ab-sessions 10 --ab-warm-cache --ab-parallel 2 --json ab.json
     python benchmarks/gate_error_rates.py --analyse DIR [DIR ...] [--noise noise.json]
 
 Workload: benchmarks/gate_workloads.py's `gate-mlp-deep` (the smoke suite's deep MLP on 4
@@ -346,7 +346,7 @@ def main() -> int:
     parser.add_argument("--kinds", default="compiled,whole", help="compiled (compiled code only), whole (eager too)")
     parser.add_argument("--workers", type=int, default=2, help="separate setup: worker processes at a time")
     parser.add_argument("--ab-sessions", type=int, default=3, help="ab setup: sessions per arm")
-    parser.add_argument("--ab-rounds", type=int, default=4, help="ab setup: --rounds of each session")
+    parser.add_argument("--ab-rounds", type=int, default=8, help="ab setup: --rounds of each session (ab's default)")
     parser.add_argument("--ab-levels", default="0.15", help="ab setup: slowdown fractions")
     parser.add_argument("--ab-parallel", type=int, default=1, help="ab setup: sessions at a time")
     parser.add_argument("--ab-warm-cache", action="store_true", help="ab setup: all processes compile on one shared "

@@ -9,7 +9,7 @@ lets it ship):
 What a "sample" is depends on how many processes measured the case. One process per side
 (a plain `run`): the raw per-call samples, which capture in-process noise only; the
 threshold absorbs the process-to-process part, and `compilebench noise` measures it. Four
-or more processes per side (`compilebench ab --rounds 5`, or folders of repeated runs): one
+or more processes per side (`compilebench ab`, 8 rounds by default, or folders of repeated runs): one
 median per process, so the test sees the process-to-process noise itself.
 
 Speedup is judged on paired per-round ratios eager_i / compiled_i: the worker interleaves

@@ -1,7 +1,7 @@
 """A/B on one machine: the same cases under two Python environments, interleaved.
 
 `compilebench ab --base-python main/.venv/bin/python --head-python pr/.venv/bin/python
---suite smoke --rounds 5` runs every case once per round on each side, alternating which
+--suite smoke --rounds 8` runs every case once per round on each side, alternating which
 side goes first per case and per round (round 0: base, head, head, base, ...; round 1 the
 mirror), so drift over the session (thermal, a noisy neighbour, clock changes) lands on both
 sides alike. With four or more rounds, compare tests one median per process, so the noise
