@@ -73,3 +73,29 @@ def test_reingest_is_idempotent_and_a_failed_ingest_leaves_nothing(tmp_path, mon
             raise AssertionError("a duplicate case id must fail the ingest")
         assert store.run_ids() == ["r1"]  # rolled back: no half-ingested run
         assert store.conn.execute("SELECT COUNT(*) FROM records").fetchone()[0] == before
+
+
+def test_wal_switch_waits_out_a_locked_database_and_gives_up_on_other_errors():
+    """Two writers creating a fresh store at once: SQLite may answer the journal-mode change
+    with 'database is locked' at once, without its busy timeout (a CI failure, 2026-11-30);
+    the store retries that, and only that."""
+    import pytest
+
+    from harness.run.store import _enable_wal
+
+    class Conn:
+        def __init__(self, failures: list[str]) -> None:
+            self.failures, self.calls = failures, 0
+
+        def execute(self, sql: str) -> None:
+            self.calls += 1
+            if self.failures:
+                raise sqlite3.OperationalError(self.failures.pop(0))
+
+    locked = Conn(["database is locked", "database is locked"])
+    _enable_wal(locked)
+    assert locked.calls == 3
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+        _enable_wal(Conn(["disk I/O error"]))
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        _enable_wal(Conn(["database is locked"] * 1000), timeout_s=0.05)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -58,13 +59,34 @@ RECORD_COLUMNS = (
 )
 
 
+BUSY_TIMEOUT_S = 60.0
+
+
+def _enable_wal(conn: sqlite3.Connection, timeout_s: float = BUSY_TIMEOUT_S) -> None:
+    """Switch the database to WAL, retrying while another process holds it: SQLite answers a
+    journal-mode change on a database that another connection is opening or migrating with
+    "database is locked" at once, without waiting for the busy timeout (seen when two writers
+    create a fresh store at the same moment)."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.01
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
 class HistoryStore:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # generous busy timeout: two nightly jobs may ingest at the same moment
-        self.conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        _enable_wal(self.conn)
         self.conn.execute("PRAGMA foreign_keys=ON")
         self.migrate()
 
