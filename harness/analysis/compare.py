@@ -555,6 +555,17 @@ class _MachineProbe:
         return self.base if side == "base" else self.head
 
 
+def probe_factors(records: Sequence[Record], n_base: int) -> tuple[list[float], str] | None:
+    """Per process, how much slower its machine was than the first `n_base` processes'
+    average (harness/measure/probe.py's relative_slowness), and the probe set's version;
+    None unless every process carries a usable probe of one version."""
+    blocks = [probe_block(_dict(r.metrics)) for r in records]
+    if any(b is None for b in blocks) or len({b.get("version") for b in blocks if b is not None}) != 1:
+        return None
+    factors = relative_slowness(blocks, n_base)  # type: ignore[arg-type]
+    return None if factors is None else (factors, str(blocks[0].get("version")))  # type: ignore[union-attr]
+
+
 def _machine_probe(base: list[Record], head: list[Record], thresholds: Thresholds,
                    torch_differs: bool = False) -> _MachineProbe | None:
     """The case's probe, when every process on both sides carries one of the same version.
@@ -566,15 +577,12 @@ def _machine_probe(base: list[Record], head: list[Record], thresholds: Threshold
     moved_at = thresholds.get("probe")
     if moved_at is None and not thresholds.enabled("probe"):
         return None
-    blocks = [probe_block(_dict(r.metrics)) for r in (*base, *head)]
-    if any(b is None for b in blocks) or len({b.get("version") for b in blocks if b is not None}) != 1:
+    found = probe_factors([*base, *head], len(base))
+    if found is None:
         return None
-    factors = relative_slowness(blocks, len(base))  # type: ignore[arg-type]
-    if factors is None:
-        return None
+    factors, version = found
     bs, hs = factors[:len(base)], factors[len(base):]
     change = math.exp(float(np.mean(np.log(hs)) - np.mean(np.log(bs)))) - 1.0
-    version = str(blocks[0].get("version"))  # type: ignore[union-attr]
     if torch_differs and probe_uses_torch(version):
         return _MachineProbe(bs, hs, change, False, version, torch_bound=True)
     per_process = min(len(base), len(head)) >= MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST

@@ -29,11 +29,11 @@ from harness.analysis.compare import (
     compile_time_value,
     group_records,
     judges_compile_cpu_seconds,
+    probe_factors,
     scalar_value,
     timing_samples,
 )
 from harness.analysis.thresholds import DEFAULT_PROBE_MOVED, ThresholdConfig
-from harness.measure.probe import probe_block, relative_slowness
 from harness.model.jsonfile import read_json
 from harness.model.schema import Record, Run, RunFileError, write_json_atomic
 
@@ -59,13 +59,12 @@ def process_values(records: Sequence[Record], metric: str) -> list[float]:
     return out
 
 
-def probe_factors(records: Sequence[Record]) -> list[float] | None:
-    """Per ok process, its machine slowness (the probe), as compare computes it; None when
-    some process has no usable probe or the versions differ."""
-    blocks = [probe_block(dict(r.metrics or {})) for r in records if r.status == "ok"]
-    if len(blocks) < 2 or any(b is None for b in blocks) or len({b.get("version") for b in blocks}) != 1:  # type: ignore[union-attr]
-        return None
-    return relative_slowness(blocks, len(blocks))  # type: ignore[arg-type]
+def _latency_factors(records: Sequence[Record], n_values: int) -> list[float] | None:
+    """The probe factors of the ok processes, lined up with process_values' latencies (None
+    when some process lacks a probe or a latency: nothing to line them up with)."""
+    ok = [r for r in records if r.status == "ok"]
+    found = probe_factors(ok, len(ok)) if len(ok) >= 2 else None
+    return found[0] if found is not None and len(found[0]) == n_values else None
 
 
 def judged_pair_changes(values: Sequence[float], factors: Sequence[float] | None, moved_at: float) -> list[float]:
@@ -118,14 +117,12 @@ def analyze_noise(runs: Sequence[Run], rounds: int, config: ThresholdConfig | No
         moved_at = thresholds.get("probe")
         for metric in NOISE_METRICS:
             values = process_values(records, metric)
-            factors = probe_factors(records) if metric == "latency" and moved_at is not None else None
-            if factors is not None and len(factors) != len(values):
-                factors = None
+            factors = _latency_factors(records, len(values)) if metric == "latency" and moved_at is not None else None
             stats = spread(values, rounds, factors, float(moved_at or DEFAULT_PROBE_MOVED))
-            if stats is not None and factors is not None:
-                stats["normalised_by_probe"] = True
             if stats is None:
                 continue
+            if factors is not None:
+                stats["normalised_by_probe"] = True
             threshold = thresholds.get(metric)
             stats["threshold"] = threshold
             entry["metrics"][metric] = stats
