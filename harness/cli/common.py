@@ -3,8 +3,10 @@
 Command modules import this, never harness.cli.main (main imports them to register their
 subcommands, so the other direction would be a circle).
 
-Exit codes: 0 success, 1 some case failed (run) or a regression (compare/gate),
-2 usage or input error (one line on stderr naming the problem and the fix), 130 interrupted.
+Exit codes, the same for every command (README "Exit codes"; `compilebench --help`):
+0 ok; 1 the thing measured or judged failed (a case failed, a regression); 2 bad usage or
+bad input (one line on stderr: the problem and the fix); 3 the harness could not do its job
+(I/O error, disk full, corrupt store, nothing to compare, nothing measured); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -12,9 +14,17 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from harness.model.errors import UserError
+from harness.model.errors import HarnessError, UserError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_HARNESS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+EXIT_CODES_HELP = ("exit codes: 0 ok; 1 a case failed or a regression was found; 2 bad usage or input "
+                   "(one line: the problem and the fix); 3 the harness could not do its job (I/O error, disk "
+                   "full, corrupt store, nothing compared, nothing measured); 130 interrupted. "
+                   "COMPILEBENCH_DEBUG=1 or --debug shows the traceback of an error.")
+
+__all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_HARNESS", "EXIT_INTERRUPTED", "EXIT_CODES_HELP", "CliError",
+           "HarnessError", "UserError", "split_values", "batch_sizes", "Parser"]
 
 
 class CliError(UserError):

@@ -2,22 +2,30 @@
 listed in `COMMAND_MODULES` (each exposes `register(subparsers)`), so features add a
 command without touching the others.
 
-Exit codes (harness/cli/common.py): 0 success, 1 some case failed (run) or a regression
-(compare/gate), 2 usage or input error (one line on stderr naming the problem and the fix),
-130 interrupted.
+Exit codes (harness/cli/common.py, the same for every command): 0 ok, 1 a case failed or a
+regression, 2 usage or input error (one line on stderr naming the problem and the fix),
+3 the harness could not do its job (I/O, disk full, corrupt store, nothing compared or
+measured), 130 interrupted. Errors are caught once, in main(), and printed as one line;
+`--debug` or COMPILEBENCH_DEBUG=1 adds the traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import json
+import os
+import sqlite3
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
 from harness.cli.common import (  # noqa: F401 - EXIT_* and CliError: the CLI's public names, re-exported
+    EXIT_CODES_HELP,
     EXIT_FAILED,
+    EXIT_HARNESS,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
@@ -27,7 +35,7 @@ from harness.cli.common import (  # noqa: F401 - EXIT_* and CliError: the CLI's 
     split_values,
 )
 from harness.cli.listing import cmd_list
-from harness.model.errors import UserError
+from harness.model.errors import HarnessError, UserError
 
 # feature modules that add subcommands: each has register(subparsers)
 COMMAND_MODULES: list[str] = ["harness.cli.report", "harness.cli.scale", "harness.cli.compare", "harness.cli.lifecycle",
@@ -37,7 +45,9 @@ COMMAND_MODULES: list[str] = ["harness.cli.report", "harness.cli.scale", "harnes
 def build_parser() -> argparse.ArgumentParser:
     from harness.cli.diagnostics import add_diagnostic_options
 
-    parser = Parser(prog="compilebench", description="Benchmark and regression-test torch.compile.")
+    parser = Parser(prog="compilebench", description="Benchmark and regression-test torch.compile.",
+                    epilog=EXIT_CODES_HELP)
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also COMPILEBENCH_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     p = sub.add_parser("list", help="list suites, workloads, scenarios, compilers and devices present here")
@@ -209,14 +219,42 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _debugging(args: argparse.Namespace | None) -> bool:
+    return bool(getattr(args, "debug", False)) or os.environ.get("COMPILEBENCH_DEBUG", "") not in ("", "0")
+
+
+def _fail(args: argparse.Namespace | None, message: str, code: int) -> int:
+    """One line on stderr (the traceback too under --debug) and the exit code of its class."""
+    if _debugging(args):
+        traceback.print_exc()
+    print(f"compilebench: error: {message}", file=sys.stderr)
+    return code
+
+
+def _os_error_line(exc: OSError) -> str:
+    what = exc.strerror or str(exc)
+    where = f": {exc.filename}" if exc.filename else ""
+    hint = {errno.ENOSPC: "free disk space or point --out elsewhere",
+            errno.EACCES: "make it writable or point --out elsewhere",
+            errno.EROFS: "the file system is read-only; point --out elsewhere"}.get(exc.errno or -1, "")
+    return f"{what}{where}" + (f" ({hint})" if hint else "")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = None
     try:
+        args = parser.parse_args(argv)
         return int(args.func(args) or 0)
     except UserError as exc:  # every user mistake, from any layer: one line, exit 2
-        print(f"compilebench: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(args, str(exc), EXIT_USAGE)
+    except HarnessError as exc:  # the harness could not do its job: exit 3, never 1 (CI reads 1 as a regression)
+        return _fail(args, str(exc), EXIT_HARNESS)
+    except sqlite3.DatabaseError as exc:
+        return _fail(args, f"history store: {exc} (rebuild it from the run files: compilebench store rebuild)",
+                     EXIT_HARNESS)
+    except OSError as exc:  # read-only folder, disk full, missing device file...
+        return _fail(args, _os_error_line(exc), EXIT_HARNESS)
     except KeyboardInterrupt:
         print("compilebench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -13,3 +13,13 @@ derive their errors from it. Classes keep their historical builtin base too
 
 class UserError(Exception):
     """A mistake the user can fix; the CLI shows its message and exits 2."""
+
+
+class HarnessError(Exception):
+    """The harness could not do its job (I/O error, disk full, corrupt store, nothing to
+    compare, nothing measured); the CLI shows its message and exits 3.
+
+    Distinct from UserError (exit 2: the user can fix the input) and from a measured failure
+    (exit 1: a case failed or a regression was found), so CI never reads a broken runner
+    as a regression.
+    """
