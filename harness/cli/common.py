@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import Any
 
 from harness.model.errors import HarnessError, UserError
 
@@ -50,7 +51,18 @@ def batch_sizes(values: Sequence[str]) -> list[int]:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with compilebench's usage errors: one line and exit 2, like every other."""
+    """argparse with compilebench's conventions, for the top level and every subcommand alike:
+    usage errors are one line and exit 2; `--help` ends with the exit-code table; `--debug`
+    is accepted before or after the subcommand (`compilebench --debug run ...` and
+    `compilebench run ... --debug`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        epilog = kwargs.get("epilog")
+        kwargs["epilog"] = f"{epilog} {EXIT_CODES_HELP}" if epilog else EXIT_CODES_HELP
+        super().__init__(*args, **kwargs)
+        # SUPPRESS: a subcommand that does not see --debug must not reset the top level's True
+        self.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                          help="show the traceback of an error (also COMPILEBENCH_DEBUG=1)")
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_USAGE, f"compilebench: error: {message} (see `{self.prog} --help`)\n")

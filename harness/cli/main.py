@@ -47,7 +47,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = Parser(prog="compilebench", description="Benchmark and regression-test torch.compile.",
                     epilog=EXIT_CODES_HELP)
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also COMPILEBENCH_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     p = sub.add_parser("list", help="list suites, workloads, scenarios, compilers and devices present here")
@@ -58,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run a suite or workloads; writes results/runs/<run_id>.json",
                        description="Run cases, each in a fresh worker process. Exit code 0 when every case is ok "
-                                   "or skipped, 1 when any case failed, 2 on bad options, 130 when interrupted.")
+                                   "(or skipped, when some case ran), 1 when any case failed, 2 on bad options, 3 when "
+                                   "nothing was measured (every case skipped, without --allow-skips, or no case "
+                                   "planned) or the run file / history could not be written, 130 when interrupted.")
     p.add_argument("--suite", help="named suite (see `compilebench list`), e.g. smoke")
     p.add_argument("--workload", "-w", action="append", help="workload name (repeatable or comma list)")
     p.add_argument("--workload-file", action="append", default=[], help="load @workload factories from this .py file")
@@ -79,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="results", help="output folder (run file in OUT/runs/, history in OUT/history.sqlite)")
     p.add_argument("--label", default="", help="free-text label stored in the run")
     p.add_argument("--no-ingest", action="store_true", help="do not add the run to OUT/history.sqlite")
+    p.add_argument("--allow-skips", action="store_true", help="exit 0, not 3, when every case was skipped (e.g. a "
+                   "GPU suite on a box without one): by default a run that measured nothing fails the CI job")
     p.add_argument("--report", metavar="HTML", help="also write the HTML report to this path")
     p.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run from its journal "
                    "(OUT/runs/RUN_ID.journal.jsonl): runs only the missing cases, with the run's own options")
@@ -192,7 +195,26 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         console.print(f"report: {write_report(run, args.report)}")
     failed = sum(n for s, n in counts.items() if s not in ("ok", "skipped"))
-    return EXIT_FAILED if failed else EXIT_OK
+    if failed:
+        return EXIT_FAILED
+    return _nothing_measured(run, args.allow_skips)
+
+
+def _nothing_measured(run, allow_skips: bool) -> int:
+    """A run that measured nothing is the harness failing its job, not a pass: exit 3 (a nightly
+    whose GPU driver broke must not go green). The reason of each skip is printed above it."""
+    if not run.records:
+        shard = run.config.get("shard") or {}
+        where = (f" (shard {shard.get('index')}/{shard.get('count')} got none of the "
+                 f"{len(shard.get('plan_case_ids') or [])} planned cases: use fewer shards)" if shard else "")
+        print(f"compilebench: error: nothing to run: the run has no case{where}; run file {run.config.get('path')}",
+              file=sys.stderr)
+        return EXIT_HARNESS
+    if all(r.status == "skipped" for r in run.records) and not allow_skips:
+        print(f"compilebench: error: nothing measured: all {len(run.records)} case(s) were skipped (reasons above); "
+              f"pass --allow-skips if that is expected", file=sys.stderr)
+        return EXIT_HARNESS
+    return EXIT_OK
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -227,8 +249,13 @@ def _fail(args: argparse.Namespace | None, message: str, code: int) -> int:
     """One line on stderr (the traceback too under --debug) and the exit code of its class."""
     if _debugging(args):
         traceback.print_exc()
-    print(f"compilebench: error: {message}", file=sys.stderr)
+    print(f"compilebench: error: {_one_line(message, 2000)}", file=sys.stderr)
     return code
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _os_error_line(exc: OSError) -> str:
@@ -258,6 +285,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("compilebench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as exc:  # a bug in the harness: still one line and exit 3, so CI never reads it as a regression
+        return _fail(args, f"internal error: {type(exc).__name__}: {_one_line(str(exc))} (a compilebench bug: "
+                           "rerun with --debug for the traceback and report it)", EXIT_HARNESS)
 
 
 if __name__ == "__main__":

@@ -98,8 +98,9 @@ def print_failures(console: Console, run: Run) -> None:
         if r.status not in ("ok", "skipped") and r.error:
             console.print(Text(f"{r.case_id}: {r.status}: {r.error.get('type')}: {r.error.get('message', '')[:300]}",
                                style="red"))
-        elif r.status == "skipped" and r.error:
-            console.print(Text(f"{r.case_id}: skipped: {r.error.get('message', '')}", style="dim"))
+        elif r.status == "skipped":  # every skip says why: a run of skips is the first thing CI asks about
+            why = (r.error or {}).get("message") or "no reason recorded"
+            console.print(Text(f"{r.case_id}: skipped: {why}", style="dim"))
 
 
 class ProgressPrinter:
