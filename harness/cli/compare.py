@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         ("gate", GATE_FAIL_ON, "compare for CI: like compare, and a missing case also fails"),
     ):
         p = sub.add_parser(name, help=help_text, description=help_text + ". BASE/HEAD: run files, run ids "
-                           "(in OUT/runs or the history store), 'latest', or folders of run files (all of them: "
+                           "(in OUT/runs or the history store), 'latest', 'latest~N' (e.g. latest~1:suite=cpu: the "
+                           "previous cpu run), or folders of run files (all of them: "
                            "repeated runs or ab rounds count as several processes).")
         p.add_argument("base", help="base run(s): file, run id, folder")
         p.add_argument("head", help="head run(s): file, run id, folder")
@@ -133,9 +134,10 @@ def selection_options(p: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------- loading runs
 
 def load_side(ref: str, out_dir: str | Path) -> list[Run]:
-    """Runs named by a file, a folder of run files, a run id (runs/ or the history store)."""
+    """Runs named by a folder of run files, or by any RUN spelling (harness.run.lookup: a file,
+    a run id in runs/ or the history store, latest, latest~N[:suite=..,label=..])."""
     from harness.model.schema import load_run
-    from harness.run.runner import resolve_run
+    from harness.run.lookup import resolve_run
 
     path = Path(ref)
     if path.is_dir():
@@ -143,18 +145,7 @@ def load_side(ref: str, out_dir: str | Path) -> list[Run]:
         if not files:
             raise RunFileError(f"{path}: folder holds no run files (*.json)")
         return [load_run(f) for f in files]
-    try:
-        return [resolve_run(ref, out_dir)]
-    except RunFileError:
-        db = Path(out_dir) / "history.sqlite"
-        if not db.exists():
-            raise
-        from harness.run.store import HistoryStore
-
-        with HistoryStore(db) as store:
-            if ref in store.run_ids():
-                return [store.load_run(ref)]
-        raise
+    return [resolve_run(ref, out_dir)]
 
 
 def _fail_on(text: str) -> tuple[str, ...]:

@@ -26,9 +26,10 @@ from compiler import get_compiler
 from harness.measure.environment import SHARED_CACHE_ENV, default_cache_root
 from harness.measure.timing import StopPolicy
 from harness.model.errors import UserError
-from harness.model.schema import Case, Record, Run, load_run, save_run
+from harness.model.schema import Case, Record, Run, save_run
 from harness.run.isolation import child_env, classify_memory_failure, memory_limit_bytes, sweep_escaped
 from harness.run.journal import Journal, journal_path
+from harness.run.lookup import resolve_run as resolve_run  # re-exported: RUN arguments resolve in one place
 from harness.run.signals import StopSignals, checkpoint, deferred, interruptible
 from harness.run.traces import TraceSettings, attach_trace, case_slug, trace_env, trace_settings
 
@@ -559,28 +560,6 @@ def _finish(run: Run, opts: RunOptions, started: float) -> None:
 
 def run_path(out_dir: str | Path, run_id: str) -> Path:
     return Path(out_dir) / "runs" / f"{run_id}.json"
-
-
-def resolve_run(ref: str, out_dir: str | Path = "results") -> Run:
-    """A run by path, by run id (in <out_dir>/runs), or 'latest'."""
-    from harness.model.schema import RunFileError
-
-    path = Path(ref)
-    if path.is_file() or path.suffix == ".json":
-        return load_run(path)
-    runs_dir = Path(out_dir) / "runs"
-    if ref == "latest":
-        files = sorted(runs_dir.glob("*.json"), key=lambda p: p.stat().st_mtime)
-        if not files:
-            raise RunFileError(f"no runs in {runs_dir}; run `compilebench run --suite smoke` first")
-        return load_run(files[-1])
-    candidate = run_path(out_dir, ref)
-    if candidate.exists():
-        return load_run(candidate)
-    matches = sorted(runs_dir.glob(f"{ref}*.json")) if runs_dir.exists() else []
-    if len(matches) == 1:
-        return load_run(matches[0])
-    raise RunFileError(f"{ref}: no such run file or run id in {runs_dir}; pass a path or an id from `compilebench show`")
 
 
 def summarize_statuses(records: Iterable[Record]) -> dict[str, int]:

@@ -1,0 +1,187 @@
+"""Finding a run by name: the one place where every command's RUN argument is resolved.
+
+A RUN is any of (RUN_SPELLINGS, shown in `--help`):
+
+- a path to a run file (`results/runs/ID.json`, `merged.json`);
+- a run id, or a unique prefix of one, found in `OUT/runs/` or in the history store
+  `OUT/history.sqlite`;
+- `latest` (the newest run) or `latest~N` (N runs before the newest), counted over the run
+  files and the store together, oldest to newest by `created_at`;
+- either of those narrowed by a filter after a colon: `latest~1:suite=cpu,label=nightly`
+  (keys `suite` and `label`), so a nightly that runs two suites compares each with its own
+  previous night.
+
+The store keeps each run's environment, config and every record's full JSON (store.py), so
+a run that exists only in the store (the case in CI, where only `history.sqlite` survives
+from one night to the next) loads into the same `Run` its run file held. A run present in
+both is read from its file: the run files are the source of truth.
+
+Anything that names no run is a RunLookupError (a UserError: one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.model.schema import Run, RunFileError, load_run
+
+__all__ = ["RUN_SPELLINGS", "RunEntry", "RunLookupError", "find_run", "list_runs", "resolve_run"]
+
+RUN_SPELLINGS = ("a run file, a run id (or unique prefix) in OUT/runs or OUT/history.sqlite, 'latest', "
+                 "'latest~N' (N runs before the newest), optionally filtered: latest~1:suite=cpu,label=nightly")
+
+_LATEST_RE = re.compile(r"^latest(?:~(\d+))?$")
+_STAMP_RE = re.compile(r"^(\d{8}-\d{6})-")
+FILTER_KEYS = ("suite", "label")
+
+
+class RunLookupError(RunFileError):
+    """A RUN argument that names no run (or several); the message says what exists."""
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    """One known run: where it lives and what `latest` orders and filters it by."""
+
+    run_id: str
+    created_at: _dt.datetime
+    path: Path | None = None  # its run file, when there is one
+    in_store: bool = False
+    label: str | None = None
+    suite: str | None = None
+
+    def load(self, db: Path) -> Run:
+        if self.path is not None:
+            return load_run(self.path)
+        return _load_from_store(db, self.run_id)
+
+
+def resolve_run(ref: str, out_dir: str | Path = "results", db: str | Path | None = None) -> Run:
+    """The run a RUN argument names (see the module docstring for the spellings)."""
+    path = Path(ref)
+    if path.is_file() or path.suffix == ".json":
+        return load_run(path)
+    db_path = Path(db) if db is not None else Path(out_dir) / "history.sqlite"
+    return find_run(ref, out_dir, db_path).load(db_path)
+
+
+def find_run(ref: str, out_dir: str | Path = "results", db: str | Path | None = None) -> RunEntry:
+    """The entry a run id, prefix or `latest[~N][:filter]` names, without loading the run."""
+    db_path = Path(db) if db is not None else Path(out_dir) / "history.sqlite"
+    where = _where(out_dir, db_path)
+    name, _, filter_text = ref.partition(":")
+    filters = _parse_filters(ref, filter_text)
+    entries = [e for e in list_runs(out_dir, db_path, need_meta=bool(filters)) if _matches(e, filters)]
+    latest = _LATEST_RE.match(name)
+    if latest:
+        back = int(latest.group(1) or 0)
+        if back >= len(entries):
+            narrowed = f" matching {filter_text}" if filters else ""
+            raise RunLookupError(f"{ref}: there are only {len(entries)} run(s){narrowed} in {where}; "
+                                 "run `compilebench run` first or name a run file")
+        return entries[-1 - back]
+    # a run file's name works too (`show` lists them; `merge -o nightly.json` is not named by its id)
+    exact = [e for e in entries if e.run_id == name] or [e for e in entries if e.path is not None and e.path.stem == name]
+    if exact:
+        return exact[0]
+    prefixed = [e for e in entries if e.run_id.startswith(name)] if name else []
+    if len(prefixed) == 1:
+        return prefixed[0]
+    if len(prefixed) > 1:
+        raise RunLookupError(f"{ref}: {len(prefixed)} runs start with this ({prefixed[0].run_id}, "
+                             f"{prefixed[1].run_id}, ...); give more of the run id")
+    raise RunLookupError(f"{ref}: no such run file or run id in {where}; pass a path, a run id from "
+                         "`compilebench show`, or latest / latest~N")
+
+
+def list_runs(out_dir: str | Path = "results", db: str | Path | None = None, *,
+              need_meta: bool = False) -> list[RunEntry]:
+    """Every run in `out_dir/runs/*.json` and the history store, oldest first (by created_at,
+    then run id), one entry per run id. `need_meta`: fill label/suite for run files too
+    (reads each file); the store's entries always have them."""
+    db_path = Path(db) if db is not None else Path(out_dir) / "history.sqlite"
+    by_id: dict[str, RunEntry] = {e.run_id: e for e in _store_entries(db_path)}
+    for entry in _file_entries(Path(out_dir) / "runs", need_meta):
+        stored = by_id.get(entry.run_id)
+        if stored is not None and entry.label is None:  # same run: the store already knows its label/suite
+            entry = RunEntry(entry.run_id, stored.created_at, entry.path, True, stored.label, stored.suite)
+        by_id[entry.run_id] = entry
+    return sorted(by_id.values(), key=lambda e: (e.created_at, e.run_id))
+
+
+def _where(out_dir: str | Path, db: Path) -> str:
+    return f"{Path(out_dir) / 'runs'} and {db}" if db.is_file() else f"{Path(out_dir) / 'runs'} (no history store at {db})"
+
+
+def _parse_filters(ref: str, text: str) -> dict[str, str]:
+    filters: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or key not in FILTER_KEYS or not value:
+            raise RunLookupError(f"{ref}: filter {part!r} is not KEY=VALUE with KEY one of {', '.join(FILTER_KEYS)} "
+                                 "(e.g. latest~1:suite=cpu,label=nightly)")
+        filters[key] = value
+    return filters
+
+
+def _matches(entry: RunEntry, filters: Mapping[str, str]) -> bool:
+    return all(getattr(entry, key) == value for key, value in filters.items())
+
+
+def _utc(text: str) -> _dt.datetime:
+    try:
+        stamp = _dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=_dt.timezone.utc)
+
+
+def _file_entries(runs_dir: Path, need_meta: bool) -> list[RunEntry]:
+    """Run files. A file named by its run id (as `run` writes it) is known from its name, whose
+    UTC stamp is the run's start; any other file (`merge -o nightly.json`) is read for its id."""
+    if not runs_dir.is_dir():
+        return []
+    entries = []
+    for path in sorted(runs_dir.glob("*.json")):
+        stamp = _STAMP_RE.match(path.stem)
+        if stamp and not need_meta:
+            created = _dt.datetime.strptime(stamp.group(1), "%Y%m%d-%H%M%S").replace(tzinfo=_dt.timezone.utc)
+            entries.append(RunEntry(path.stem, created, path))
+            continue
+        head = _read_head(path)
+        if head is not None:
+            entries.append(RunEntry(str(head.get("run_id") or path.stem), _utc(head.get("created_at", "")), path,
+                                    label=head.get("label") or "", suite=(head.get("config") or {}).get("suite")))
+    return entries
+
+
+def _read_head(path: Path) -> dict | None:
+    """A run file's top-level fields; None for a file that is not a run (skipped by `latest`,
+    reported by load_run when named directly)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and "records" in data else None
+
+
+def _store_entries(db: Path) -> list[RunEntry]:
+    if not db.is_file():
+        return []
+    from harness.run.store import HistoryStore
+
+    with HistoryStore(db) as store:
+        rows = store.conn.execute("SELECT run_id, created_at, label, suite FROM runs").fetchall()
+    return [RunEntry(run_id, _utc(created), None, True, label or "", suite) for run_id, created, label, suite in rows]
+
+
+def _load_from_store(db: Path, run_id: str) -> Run:
+    from harness.run.store import HistoryStore
+
+    with HistoryStore(db) as store:  # a damaged store raises sqlite3.DatabaseError: the CLI's exit 3
+        return store.load_run(run_id)

@@ -1,0 +1,106 @@
+"""RUN arguments: files, run ids, prefixes, latest / latest~N[:filter], from run files and the
+history store alike (harness/run/lookup.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from harness.cli.main import main
+from harness.model.schema import save_run
+from harness.run.lookup import RunLookupError, find_run, list_runs, resolve_run
+from harness.run.store import HistoryStore
+from harness.testing.synthetic import synthetic_run
+
+
+def night(run_id: str, created_at: str, suite: str = "cpu", label: str = "nightly", seed: int = 0, slowdown=0.0):
+    run = synthetic_run(3, seed, run_id=run_id, slowdown=slowdown)
+    return dataclasses.replace(run, created_at=created_at, label=label, config={"suite": suite})
+
+
+@pytest.fixture
+def results(tmp_path):
+    """Three nights: the first two only in the store (CI restores only history.sqlite), the
+    third both as a run file and in the store; plus tonight's smoke run, file only."""
+    out = tmp_path / "results"
+    runs = [night("20261201-031700-nightly-aaaaaa", "2026-12-01T03:17:00+00:00", seed=1),
+            night("20261202-031700-nightly-bbbbbb", "2026-12-02T03:17:00+00:00", seed=2),
+            night("20261203-031700-nightly-cccccc", "2026-12-03T03:17:00+00:00", seed=3)]
+    with HistoryStore(out / "history.sqlite") as store:
+        for run in runs:
+            store.ingest(run)
+    save_run(runs[2], out / "runs" / f"{runs[2].run_id}.json")
+    smoke = night("20261203-032500-nightly-dddddd", "2026-12-03T03:25:00+00:00", suite="smoke", seed=4)
+    save_run(smoke, out / "runs" / f"{smoke.run_id}.json")
+    return out, runs, smoke
+
+
+def test_latest_counts_files_and_store_together_oldest_first(results):
+    out, runs, smoke = results
+    assert [e.run_id for e in list_runs(out)] == [r.run_id for r in runs] + [smoke.run_id]
+    assert resolve_run("latest", out).run_id == smoke.run_id
+    assert resolve_run("latest~1", out).run_id == runs[2].run_id
+    assert resolve_run("latest~3", out).run_id == runs[0].run_id
+
+
+def test_a_store_only_run_loads_whole(results):
+    out, runs, _ = results
+    entry = find_run("latest~2", out)
+    assert entry.path is None and entry.in_store
+    loaded = resolve_run("latest~2", out)
+    assert loaded.to_dict() == runs[1].to_dict()  # environment, config and every record survive the store
+
+
+def test_filters_pick_the_previous_night_of_one_suite(results):
+    out, runs, smoke = results
+    assert resolve_run("latest:suite=cpu", out).run_id == runs[2].run_id
+    assert resolve_run("latest~1:suite=cpu,label=nightly", out).run_id == runs[1].run_id
+    assert resolve_run("latest:suite=smoke", out).run_id == smoke.run_id
+    with pytest.raises(RunLookupError, match=r"only 1 run\(s\) matching suite=smoke"):
+        find_run("latest~1:suite=smoke", out)
+
+
+def test_ids_and_unique_prefixes(results):
+    out, runs, _ = results
+    assert resolve_run(runs[0].run_id, out).run_id == runs[0].run_id
+    assert resolve_run("20261202", out).run_id == runs[1].run_id
+    with pytest.raises(RunLookupError, match="runs start with this"):
+        find_run("20261203", out)
+    path = out / "runs" / f"{runs[2].run_id}.json"
+    assert resolve_run(str(path), out).run_id == runs[2].run_id
+
+
+def test_a_merged_file_not_named_by_its_id_counts_once(tmp_path):
+    out = tmp_path / "results"
+    merged = night("20261204-040000-merged-eeeeee", "2026-12-04T04:00:00+00:00")
+    save_run(merged, out / "runs" / "nightly.json")
+    with HistoryStore(out / "history.sqlite") as store:
+        store.ingest(merged)
+    assert [e.run_id for e in list_runs(out)] == [merged.run_id]
+
+
+@pytest.mark.parametrize("ref, message", [
+    ("latest~9", "there are only 4 run(s)"),
+    ("nosuchrun", "no such run file or run id"),
+    ("latest:host=x", "filter 'host=x' is not KEY=VALUE"),
+])
+def test_unknown_runs_are_one_line_and_exit_2(results, capsys, ref, message):
+    out, runs, _ = results
+    code = main(["compare", ref, runs[2].run_id, "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and message in err
+
+
+def test_compare_reads_the_previous_night_from_the_store(results, capsys):
+    out, runs, _ = results
+    code = main(["compare", "latest~1:suite=cpu", "latest:suite=cpu", "--out", str(out), "--json", "-"])
+    captured = capsys.readouterr().out
+    assert code == 0
+    assert runs[1].run_id in captured and runs[2].run_id in captured
+
+
+def test_no_store_no_files(tmp_path):
+    with pytest.raises(RunLookupError, match="no history store"):
+        find_run("latest", tmp_path)
