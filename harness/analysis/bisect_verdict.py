@@ -14,21 +14,11 @@ from typing import Any
 import numpy as np
 
 from harness.analysis.compare import (
-    EAGER_FASTER,
-    EAGER_SLOWER,
-    FASTER_EAGER_TOO,
-    IMPROVEMENT,
-    MACHINE_DRIFT,
     METRICS,
-    NOISY,
-    NOW_FAILING,
-    NOW_PASSING,
-    REGRESSION,
-    SLOWER_EAGER_TOO,
-    SLOWER_EAGER_TOO_NO_PROBE,
     compare_case,
 )
 from harness.analysis.thresholds import ThresholdConfig, Thresholds
+from harness.analysis.verdicts import Verdict
 from harness.model.errors import UserError
 from harness.model.schema import Record
 
@@ -36,9 +26,9 @@ BISECT_METRICS = ("latency", "speedup", "compile_time", "graph_breaks", "peak_me
 # compare's verdicts -> the search's: across torch builds, eager moving with compiled code
 # ("slower (eager too)") is torch's change too, so it counts; machine drift measures again
 # (and a speedup that moved because torch's eager path did: the release's change as well)
-WANTED = {"worse": (REGRESSION, SLOWER_EAGER_TOO, SLOWER_EAGER_TOO_NO_PROBE, EAGER_FASTER),
-          "better": (IMPROVEMENT, FASTER_EAGER_TOO, EAGER_SLOWER)}
-UNDECIDED = (NOISY, MACHINE_DRIFT)
+WANTED = {"worse": (Verdict.REGRESSION, Verdict.SLOWER_EAGER_TOO, Verdict.SLOWER_EAGER_TOO_NO_PROBE, Verdict.EAGER_FASTER),
+          "better": (Verdict.IMPROVEMENT, Verdict.FASTER_EAGER_TOO, Verdict.EAGER_SLOWER)}
+UNDECIDED = (Verdict.NOISY, Verdict.MACHINE_DRIFT)
 
 
 class MetricNotMeasuredError(UserError, ValueError):
@@ -74,7 +64,7 @@ def judge(reference: Sequence[Record], candidate: Sequence[Record], metric: str,
     # a torch change that slows eager too is what a version bisect hunts: bad as well
     # (with or without a probe vouching for the machine: the search re-measures the midpoints)
     wanted = WANTED[direction]
-    verdict = "bad" if m.verdict in wanted else ("noisy" if m.verdict == NOISY else "good")
+    verdict = "bad" if m.verdict in wanted else ("noisy" if m.verdict == Verdict.NOISY else "good")
     beyond = m.change is not None and m.threshold is not None and abs(m.change) >= float(m.threshold) and (
         (m.change > 0) == _worse_is_up(metric, direction))
     return {**evidence, "verdict": verdict, "beyond_threshold": bool(beyond), "compare_verdict": m.verdict,
@@ -99,8 +89,8 @@ def _status_verdict(ref: list[Record], cand: list[Record], metric: str, directio
     for --metric status with --direction better, the first env where it passes is 'bad'."""
     failed = next((r for r in cand if r.status != "ok"), None)
     ref_failed = any(r.status != "ok" for r in ref)
-    transition = NOW_FAILING if failed and not ref_failed else (NOW_PASSING if ref_failed and not failed else None)
-    wanted = NOW_FAILING if direction == "worse" else NOW_PASSING
+    transition = Verdict.NOW_FAILING if failed and not ref_failed else (Verdict.NOW_PASSING if ref_failed and not failed else None)
+    wanted = Verdict.NOW_FAILING if direction == "worse" else Verdict.NOW_PASSING
     err = (failed.error or {}) if failed else {}
     note = f"{failed.status}: {err.get('type', '')}: {str(err.get('message', ''))[:200]}" if failed else "status ok"
     bad = transition == wanted

@@ -45,31 +45,19 @@ from harness.analysis.thresholds import (
     ThresholdConfig,
     Thresholds,
 )
+from harness.analysis.verdicts import DEFAULT_FAIL_ON, VERDICT_ORDER, Verdict, worst
 from harness.measure.probe import MIN_SAMPLES as MIN_PROBE_SAMPLES
 from harness.measure.probe import probe_block, probe_uses_torch, relative_slowness
 from harness.model.schema import Record, Run, RunFileError
 
-# verdicts, worst first (the order of the markdown report); each names what was seen:
-# regression / improvement: the compiled code changed (eager held still);
-# slower / faster (eager too): eager changed with it on a steady (or normalised) machine;
-# machine drift: the change was the machine's (probe), nothing left after normalising;
-# noisy: the spread makes a change of the threshold's size undecidable.
-REGRESSION, NOW_FAILING, MISSING, NOISY = "regression", "now failing", "missing", "noisy"
-IMPROVEMENT, NOW_PASSING, NEW, UNCHANGED = "improvement", "now passing", "new", "unchanged"
-STILL_FAILING, NOT_APPLICABLE = "still failing", "n/a"
-SLOWER_EAGER_TOO, FASTER_EAGER_TOO, MACHINE_DRIFT = "slower (eager too)", "faster (eager too)", "machine drift"
-# eager slowed with the compiled code but no usable probe says whether the machine held still
-# (none recorded, too few probe samples, probe off, or a torch-bound probe across torch builds):
-# machine drift and a real whole-model change look alike, so it warns and does not fail by default
-# (no comma in the name: --fail-on is a comma list)
-SLOWER_EAGER_TOO_NO_PROBE = "slower (eager too; no probe)"
-# speedup moved because eager did, with the compiled code's latency holding still: a change in
-# torch's eager path or the model, not a compiler regression; shown, never failing by default
-EAGER_FASTER, EAGER_SLOWER = "eager faster", "eager slower"
-VERDICT_ORDER = (REGRESSION, SLOWER_EAGER_TOO, NOW_FAILING, MISSING, SLOWER_EAGER_TOO_NO_PROBE, NOISY,
-                 MACHINE_DRIFT, EAGER_FASTER, EAGER_SLOWER, IMPROVEMENT,
-                 FASTER_EAGER_TOO, NOW_PASSING, NEW, STILL_FAILING, UNCHANGED, NOT_APPLICABLE)
-DEFAULT_FAIL_ON = (REGRESSION, SLOWER_EAGER_TOO, NOW_FAILING)
+# the verdict vocabulary lives in harness/analysis/verdicts.py; these names stay importable
+# from here for the code and scripts that always took them from compare
+REGRESSION, NOW_FAILING, MISSING, NOISY = Verdict.REGRESSION, Verdict.NOW_FAILING, Verdict.MISSING, Verdict.NOISY
+IMPROVEMENT, NOW_PASSING, NEW, UNCHANGED = Verdict.IMPROVEMENT, Verdict.NOW_PASSING, Verdict.NEW, Verdict.UNCHANGED
+STILL_FAILING, NOT_APPLICABLE = Verdict.STILL_FAILING, Verdict.NOT_APPLICABLE
+SLOWER_EAGER_TOO, FASTER_EAGER_TOO = Verdict.SLOWER_EAGER_TOO, Verdict.FASTER_EAGER_TOO
+MACHINE_DRIFT, SLOWER_EAGER_TOO_NO_PROBE = Verdict.MACHINE_DRIFT, Verdict.SLOWER_EAGER_TOO_NO_PROBE
+EAGER_FASTER, EAGER_SLOWER = Verdict.EAGER_FASTER, Verdict.EAGER_SLOWER
 # below 4 per side a two-sided U test on process medians cannot reach p < 0.05 (3 vs 3: p >= 0.1)
 MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST = 4
 BOOTSTRAP_RESAMPLES = 1000
@@ -112,7 +100,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
 @dataclass
 class MetricResult:
     metric: str
-    verdict: str
+    verdict: Verdict
     base: float | str | None = None
     head: float | str | None = None
     change: float | None = None  # relative (head/base - 1) or, for counts, head - base
@@ -131,7 +119,7 @@ class CaseResult:
     case_id: str
     workload: str
     suite: str
-    verdict: str
+    verdict: Verdict
     status_base: str | None
     status_head: str | None
     metrics: list[MetricResult] = field(default_factory=list)
@@ -409,17 +397,17 @@ def _timing_result(metric: Metric, base_groups: list[np.ndarray], head_groups: l
     head, _ = _units(head_groups, per_process)
     sb, sh = np.sort(base), np.sort(head)
     bmed, hmed = _quantiles(sb, (0.5,))[0], _quantiles(sh, (0.5,))[0]
-    result = MetricResult(metric.name, UNCHANGED, bmed, hmed, threshold=threshold, n_base=base.size,
+    result = MetricResult(metric.name, Verdict.UNCHANGED, bmed, hmed, threshold=threshold, n_base=base.size,
                           n_head=head.size, note=unit_kind)
     if bmed <= 0 or base.size < 2 or head.size < 2:
-        result.verdict, result.note = NOT_APPLICABLE, "too few samples to test"
+        result.verdict, result.note = Verdict.NOT_APPLICABLE, "too few samples to test"
         return result, None
     result.change = hmed / bmed - 1.0
     result.mdc = 2.8 * math.sqrt(_median_rel_se(sb) ** 2 + _median_rel_se(sh) ** 2)
     if threshold is not None and abs(result.change) >= threshold:
         return result, _Pending(result, metric, base, head, thresholds.alpha)
     if threshold is not None and result.mdc > threshold:
-        result.verdict = NOISY
+        result.verdict = Verdict.NOISY
         result.note = f"{unit_kind}; spread too high to judge: detects {result.mdc:.1%}, threshold {threshold:.1%}"
     return result, None
 
@@ -443,7 +431,7 @@ def _resolve(pending: Sequence[_Pending]) -> None:
                 significant.append(p)
             else:  # beyond the threshold but not confirmed: undecided, whatever the mdc said
                 r = p.result
-                r.verdict = NOISY
+                r.verdict = Verdict.NOISY
                 r.note = f"{r.note}; change not significant (U test p={pvalue:.2g})"
         for alpha in sorted({p.alpha for p in significant}):
             batch = [p for p in significant if p.alpha == alpha]
@@ -476,9 +464,9 @@ def _decide(p: _Pending, ci: tuple[float, float]) -> None:
     low, high = ci
     r.ci = (low, high)
     if low > 1.0 or high < 1.0:
-        r.verdict = REGRESSION if _is_bad(r.change or 0.0, p.metric) else IMPROVEMENT
+        r.verdict = Verdict.REGRESSION if _is_bad(r.change or 0.0, p.metric) else Verdict.IMPROVEMENT
     else:
-        r.verdict, r.note = NOISY, f"{r.note}; U test significant but the CI includes no change"
+        r.verdict, r.note = Verdict.NOISY, f"{r.note}; U test significant but the CI includes no change"
 
 
 def _scalar_result(metric: Metric, base_vals: list[float], head_vals: list[float],
@@ -490,26 +478,26 @@ def _scalar_result(metric: Metric, base_vals: list[float], head_vals: list[float
         return _timing_result(metric, [np.asarray([v]) for v in base_vals], [np.asarray([v]) for v in head_vals],
                               thresholds)
     b, h = _quantiles(np.sort(base_vals), (0.5,))[0], _quantiles(np.sort(head_vals), (0.5,))[0]
-    result = MetricResult(metric.name, UNCHANGED, b, h, threshold=threshold, n_base=len(base_vals),
+    result = MetricResult(metric.name, Verdict.UNCHANGED, b, h, threshold=threshold, n_base=len(base_vals),
                           n_head=len(head_vals), note="one value per process: threshold only")
     if b <= 0:
-        result.verdict = NOT_APPLICABLE if h <= 0 else UNCHANGED
+        result.verdict = Verdict.NOT_APPLICABLE if h <= 0 else Verdict.UNCHANGED
         return result, None
     result.change = h / b - 1.0
     if threshold is not None and abs(result.change) >= threshold:
-        result.verdict = REGRESSION if _is_bad(result.change, metric) else IMPROVEMENT
+        result.verdict = Verdict.REGRESSION if _is_bad(result.change, metric) else Verdict.IMPROVEMENT
     return result, None
 
 
 def _count_result(metric: Metric, base_vals: list[float], head_vals: list[float], thresholds: Thresholds) -> MetricResult:
     allowed = thresholds.get(metric.name)
     b, h = max(base_vals), max(head_vals)  # deterministic; max so one bad round shows
-    result = MetricResult(metric.name, UNCHANGED, b, h, change=h - b, threshold=allowed,
+    result = MetricResult(metric.name, Verdict.UNCHANGED, b, h, change=h - b, threshold=allowed,
                           n_base=len(base_vals), n_head=len(head_vals))
     if h - b > (allowed if allowed is not None else 0):
-        result.verdict = REGRESSION
+        result.verdict = Verdict.REGRESSION
     elif h < b:
-        result.verdict = IMPROVEMENT
+        result.verdict = Verdict.IMPROVEMENT
     return result
 
 
@@ -519,11 +507,11 @@ def _accuracy_result(base: list[Record], head: list[Record]) -> MetricResult | N
     if not b or not h:
         return None
     bs, hs = ("fail" if "fail" in b else "pass"), ("fail" if "fail" in h else "pass")
-    verdict = UNCHANGED
+    verdict = Verdict.UNCHANGED
     if bs == "pass" and hs == "fail":
-        verdict = REGRESSION
+        verdict = Verdict.REGRESSION
     elif bs == "fail" and hs == "pass":
-        verdict = IMPROVEMENT
+        verdict = Verdict.IMPROVEMENT
     return MetricResult("accuracy", verdict, bs, hs, n_base=len(base), n_head=len(head), note="pass -> fail regresses")
 
 
@@ -703,21 +691,21 @@ def _cpu_compile(record: Record) -> float | None:
 def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds: Thresholds,
                 metrics: Sequence[str] | None, torch_differs: bool = False) -> tuple[CaseResult, list[_Pending]]:
     ref = (head or base)[0].case
-    result = CaseResult(case_id, ref.workload, ref.suite, UNCHANGED, None, None)
+    result = CaseResult(case_id, ref.workload, ref.suite, Verdict.UNCHANGED, None, None)
     if not base:
-        result.verdict, result.status_head = NEW, _status(head)
+        result.verdict, result.status_head = Verdict.NEW, _status(head)
         return result, []
     if not head:
-        result.verdict, result.status_base = MISSING, _status(base)
+        result.verdict, result.status_base = Verdict.MISSING, _status(base)
         return result, []
     result.status_base, result.status_head = _status(base), _status(head)
     if result.status_base == "ok" and result.status_head != "ok" and thresholds.enabled("status"):
-        result.verdict = NOW_FAILING
+        result.verdict = Verdict.NOW_FAILING
         err = next((r.error for r in head if r.status != "ok" and r.error), None) or {}
         result.error = f"{err.get('type', '')}: {err.get('message', '')}"[:300]
         return result, []
     if result.status_base != "ok":
-        result.verdict = STILL_FAILING if result.status_head != "ok" else NOW_PASSING
+        result.verdict = Verdict.STILL_FAILING if result.status_head != "ok" else Verdict.NOW_PASSING
         return result, []
     if result.status_head != "ok":  # status gating switched off: nothing to measure
         return result, []
@@ -768,26 +756,26 @@ def _attribute_latency(result: CaseResult, probe_moved_at: float) -> None:
         return
     probe_steady = result.probe_change is not None and abs(result.probe_change) < probe_moved_at
     if _drift_explains(latency, result.probe_change, probe_steady):
-        latency.verdict = MACHINE_DRIFT
+        latency.verdict = Verdict.MACHINE_DRIFT
         said = (f"machine drift: probe {result.probe_change:+.1%}, latency {latency.raw_change:+.1%} before "
                 f"normalising, {latency.change:+.1%} after")
         latency.note = f"{latency.note}; {said}"
         result.flags.append(f"latency: {said}")
         return
-    if latency.verdict not in (REGRESSION, IMPROVEMENT) or eager is None:
+    if latency.verdict not in (Verdict.REGRESSION, Verdict.IMPROVEMENT) or eager is None:
         return
     if eager * latency.change > 0 and abs(eager) >= DRIFT_SHARE * abs(latency.change):
         # a torch-bound probe across torch builds still vouches for the machine when it held
         # still (neither the machine nor torch moved its kernels); when it moved, it cannot
         unknown = result.probe_change is None or (bool(result.probe_caveat) and not probe_steady)
         if unknown:
-            latency.verdict = SLOWER_EAGER_TOO_NO_PROBE if latency.verdict == REGRESSION else FASTER_EAGER_TOO
+            latency.verdict = Verdict.SLOWER_EAGER_TOO_NO_PROBE if latency.verdict == Verdict.REGRESSION else Verdict.FASTER_EAGER_TOO
             seen = f"{result.probe_caveat}: machine drift or a real change in torch or the model"
         elif probe_steady:
-            latency.verdict = SLOWER_EAGER_TOO if latency.verdict == REGRESSION else FASTER_EAGER_TOO
+            latency.verdict = Verdict.SLOWER_EAGER_TOO if latency.verdict == Verdict.REGRESSION else Verdict.FASTER_EAGER_TOO
             seen = f"machine probe steady ({result.probe_change:+.1%}): a real change in torch or the model"
         else:
-            latency.verdict = SLOWER_EAGER_TOO if latency.verdict == REGRESSION else FASTER_EAGER_TOO
+            latency.verdict = Verdict.SLOWER_EAGER_TOO if latency.verdict == Verdict.REGRESSION else Verdict.FASTER_EAGER_TOO
             seen = f"after normalising machine drift (probe {result.probe_change:+.1%}): a real change in torch or the model"
         latency.note = f"{latency.note}; eager moved {eager:+.1%} too, {seen}"
         result.flags.append(f"latency {latency.change:+.1%}: eager moved {eager:+.1%} too, {seen}")
@@ -800,7 +788,7 @@ def _drift_explains(latency: MetricResult, probe_change: float | None, probe_ste
     if latency.raw_change is None or latency.threshold is None or probe_change is None or probe_steady:
         return False
     threshold = float(latency.threshold)
-    return (latency.verdict in (UNCHANGED, NOISY) and abs(latency.raw_change) >= threshold
+    return (latency.verdict in (Verdict.UNCHANGED, Verdict.NOISY) and abs(latency.raw_change) >= threshold
             and abs(latency.change or 0.0) < threshold and probe_change * latency.raw_change > 0)
 
 
@@ -810,9 +798,9 @@ def _attribute_speedup(result: CaseResult) -> None:
     eager path lowers the speedup of an unchanged compiled model). `eager faster` / `eager
     slower`, which do not fail the gate by default; the note keeps every number."""
     speedup, latency, eager = result.metric("speedup"), result.metric("latency"), result.eager_change
-    if speedup is None or speedup.verdict not in (REGRESSION, IMPROVEMENT) or speedup.change is None:
+    if speedup is None or speedup.verdict not in (Verdict.REGRESSION, Verdict.IMPROVEMENT) or speedup.change is None:
         return
-    if latency is None or latency.verdict not in (UNCHANGED, MACHINE_DRIFT) or eager is None:
+    if latency is None or latency.verdict not in (Verdict.UNCHANGED, Verdict.MACHINE_DRIFT) or eager is None:
         return
     # speedup = eager / compiled: down with eager faster (both changes negative), up with eager
     # slower. Eager must carry the move: beyond the speedup threshold itself and over half of
@@ -823,7 +811,7 @@ def _attribute_speedup(result: CaseResult) -> None:
         return
     if abs(latency.change or 0.0) >= DRIFT_SHARE * move:
         return
-    speedup.verdict = EAGER_FASTER if eager < 0 else EAGER_SLOWER
+    speedup.verdict = Verdict.EAGER_FASTER if eager < 0 else Verdict.EAGER_SLOWER
     said = (f"speedup {speedup.change:+.1%} because eager moved {eager:+.1%}; compiled latency held "
             f"({(latency.change or 0.0):+.1%}): a change in torch's eager path or the model, not the compiled code")
     speedup.note = f"{speedup.note}; {said}"
@@ -835,8 +823,8 @@ def _finish_case(result: CaseResult, thresholds: Thresholds | None = None) -> No
     _attribute_latency(result, float(moved_at) if moved_at is not None else DEFAULT_PROBE_MOVED)
     _attribute_speedup(result)
     if result.metrics:
-        result.verdict = _worst([m.verdict for m in result.metrics]) or UNCHANGED
-    if result.verdict == SLOWER_EAGER_TOO and thresholds is not None and thresholds.whole_model == WHOLE_MODEL_WARN:
+        result.verdict = worst(m.verdict for m in result.metrics) or Verdict.UNCHANGED
+    if result.verdict == Verdict.SLOWER_EAGER_TOO and thresholds is not None and thresholds.whole_model == WHOLE_MODEL_WARN:
         result.warn_only = True
         result.flags.append("whole-model change (eager too): warn only (whole_model = \"warn\"), the gate does not fail on it")
 
@@ -850,11 +838,6 @@ def compare_case(case_id: str, base: list[Record], head: list[Record], threshold
     _resolve(pending)
     _finish_case(result, thresholds)
     return result
-
-
-def _worst(verdicts: Iterable[str]) -> str | None:
-    ranked = [v for v in verdicts if v not in (NOT_APPLICABLE,)]
-    return min(ranked, key=VERDICT_ORDER.index) if ranked else None
 
 
 # ---------------------------------------------------------------- whole runs
@@ -940,7 +923,7 @@ def compare_runs(base: Sequence[Run], head: Sequence[Run], config: ThresholdConf
             _apply_noise_band(result, noise or {})
         _finish_case(result, thresholds)
         _flag_noise(result, noise or {})
-    cases.sort(key=lambda c: (VERDICT_ORDER.index(c.verdict), c.case_id))
+    cases.sort(key=lambda c: (Verdict(c.verdict).rank, c.case_id))
     return Comparison(describe_side(base), describe_side(head), cases, mismatches, warnings, config.source)
 
 
@@ -955,8 +938,8 @@ def _apply_noise_band(result: CaseResult, noise: NoiseTable) -> None:
         band = measured.get(m.metric)
         if band is None or METRICS[m.metric].kind != "timing" or m.change is None:
             continue
-        if m.verdict in (REGRESSION, IMPROVEMENT) and abs(m.change) < band:
-            m.verdict = NOISY
+        if m.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) and abs(m.change) < band:
+            m.verdict = Verdict.NOISY
             m.note = (f"{m.note}; {m.change:+.1%} is inside this machine's A/A band between single processes "
                       f"(compilebench noise: {band:.1%}): run more processes (ab, 4+ rounds) to decide")
 
@@ -971,5 +954,5 @@ def _flag_noise(result: CaseResult, noise: NoiseTable) -> None:
         if threshold is not None and mdc is not None and mdc > threshold:
             result.flags.append(f"too noisy to judge: {m.metric}: A/A noise on this machine detects only {mdc:.1%} "
                                 f"> threshold {threshold:.1%}")
-        elif m.verdict == NOISY:
+        elif m.verdict == Verdict.NOISY:
             result.flags.append(f"too noisy to judge: {m.metric}: {m.note}")

@@ -11,18 +11,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.analysis.compare import (
-    DEFAULT_FAIL_ON,
-    METRICS,
-    MISSING,
-    VERDICT_ORDER,
-    Comparison,
-    compare_runs,
-)
+from harness.analysis.compare import METRICS, Comparison, compare_runs
+from harness.analysis.verdicts import DEFAULT_FAIL_ON, VERDICT_ORDER, Verdict, parse_verdict
 from harness.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CliError
 from harness.model.schema import Run, RunFileError
 
-GATE_FAIL_ON = (*DEFAULT_FAIL_ON, MISSING)  # a PR gate must not let a case disappear quietly
+GATE_FAIL_ON = (*DEFAULT_FAIL_ON, Verdict.MISSING)  # a PR gate must not let a case disappear quietly
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -148,12 +142,14 @@ def load_side(ref: str, out_dir: str | Path) -> list[Run]:
     return [resolve_run(ref, out_dir)]
 
 
-def _fail_on(text: str) -> tuple[str, ...]:
-    values = tuple(v.strip().replace("_", " ").replace("-", " ") for v in text.split(",") if v.strip())
-    bad = [v for v in values if v not in VERDICT_ORDER]
-    if bad:
-        raise CliError(f"--fail-on {bad[0]!r} is not a verdict; use a comma list of: {', '.join(VERDICT_ORDER)}")
-    return values
+def _fail_on(text: str) -> tuple[Verdict, ...]:
+    words = [w for w in text.split(",") if w.strip()]
+    values = tuple(parse_verdict(w) for w in words)
+    for word, value in zip(words, values, strict=True):
+        if value is None:
+            raise CliError(f"--fail-on {word.strip()!r} is not a verdict; use a comma list of: "
+                           f"{', '.join(VERDICT_ORDER)}")
+    return values  # type: ignore[return-value]
 
 
 def _metrics(values: Sequence[str] | None) -> list[str] | None:

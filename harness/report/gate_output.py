@@ -14,31 +14,20 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.analysis.compare import (
-    EAGER_FASTER,
-    EAGER_SLOWER,
-    FASTER_EAGER_TOO,
-    IMPROVEMENT,
-    MACHINE_DRIFT,
-    MISSING,
-    NOISY,
-    NOW_FAILING,
-    NOW_PASSING,
-    REGRESSION,
-    SLOWER_EAGER_TOO,
-    SLOWER_EAGER_TOO_NO_PROBE,
     CaseResult,
     Comparison,
     MetricResult,
 )
+from harness.analysis.verdicts import Verdict
 from harness.report.display import fmt_bytes, fmt_seconds
 
-ATTENTION = (REGRESSION, SLOWER_EAGER_TOO, NOW_FAILING, MISSING, SLOWER_EAGER_TOO_NO_PROBE, NOISY, EAGER_FASTER)
-STYLE = {REGRESSION: "bold red", SLOWER_EAGER_TOO: "bold red", NOW_FAILING: "bold red", MISSING: "yellow",
-         SLOWER_EAGER_TOO_NO_PROBE: "yellow", NOISY: "yellow", MACHINE_DRIFT: "cyan", EAGER_FASTER: "magenta", EAGER_SLOWER: "magenta", IMPROVEMENT: "green", FASTER_EAGER_TOO: "green", NOW_PASSING: "green"}
-EMOJI = {REGRESSION: ":red_circle:", SLOWER_EAGER_TOO: ":orange_circle:", NOW_FAILING: ":x:", MISSING: ":warning:",
-         SLOWER_EAGER_TOO_NO_PROBE: ":warning:", NOISY: ":grey_question:", MACHINE_DRIFT: ":thermometer:", EAGER_FASTER: ":information_source:",
-         EAGER_SLOWER: ":information_source:", IMPROVEMENT: ":green_circle:",
-         FASTER_EAGER_TOO: ":green_circle:", NOW_PASSING: ":white_check_mark:"}
+ATTENTION = (Verdict.REGRESSION, Verdict.SLOWER_EAGER_TOO, Verdict.NOW_FAILING, Verdict.MISSING, Verdict.SLOWER_EAGER_TOO_NO_PROBE, Verdict.NOISY, Verdict.EAGER_FASTER)
+STYLE = {Verdict.REGRESSION: "bold red", Verdict.SLOWER_EAGER_TOO: "bold red", Verdict.NOW_FAILING: "bold red", Verdict.MISSING: "yellow",
+         Verdict.SLOWER_EAGER_TOO_NO_PROBE: "yellow", Verdict.NOISY: "yellow", Verdict.MACHINE_DRIFT: "cyan", Verdict.EAGER_FASTER: "magenta", Verdict.EAGER_SLOWER: "magenta", Verdict.IMPROVEMENT: "green", Verdict.FASTER_EAGER_TOO: "green", Verdict.NOW_PASSING: "green"}
+EMOJI = {Verdict.REGRESSION: ":red_circle:", Verdict.SLOWER_EAGER_TOO: ":orange_circle:", Verdict.NOW_FAILING: ":x:", Verdict.MISSING: ":warning:",
+         Verdict.SLOWER_EAGER_TOO_NO_PROBE: ":warning:", Verdict.NOISY: ":grey_question:", Verdict.MACHINE_DRIFT: ":thermometer:", Verdict.EAGER_FASTER: ":information_source:",
+         Verdict.EAGER_SLOWER: ":information_source:", Verdict.IMPROVEMENT: ":green_circle:",
+         Verdict.FASTER_EAGER_TOO: ":green_circle:", Verdict.NOW_PASSING: ":white_check_mark:"}
 
 
 def fmt_value(metric: str, value: Any) -> str:
@@ -79,7 +68,7 @@ def fmt_threshold(m: MetricResult) -> str:
 
 
 def _status_note(case: CaseResult) -> str:
-    if case.verdict == MISSING:
+    if case.verdict == Verdict.MISSING:
         return "measured in base, not in head"
     if case.status_base is None:
         return "new in head"
@@ -114,7 +103,7 @@ def _ratio_text(ratio: float) -> str:
 
 def _interesting_metrics(case: CaseResult) -> list[MetricResult]:
     """The metrics worth a row: those that changed verdict, else none."""
-    return [m for m in case.metrics if m.verdict not in ("unchanged", "n/a")]
+    return [m for m in case.metrics if m.verdict not in (Verdict.UNCHANGED, Verdict.NOT_APPLICABLE)]
 
 
 # ---------------------------------------------------------------- terminal
@@ -129,7 +118,7 @@ def terminal_table(cmp: Comparison, show_all: bool = False) -> Table:
         rows = _interesting_metrics(case) or (case.metrics[:2] if show_all else [])
         verdict = Text(case.verdict, style=STYLE.get(case.verdict, ""))
         if not rows:
-            if show_all or case.verdict != "unchanged":
+            if show_all or case.verdict != Verdict.UNCHANGED:
                 note = case.error or _status_note(case)
                 table.add_row(Text(case.case_id), verdict, "status", case.status_base or "-", case.status_head or "-",
                               "", "", "", Text(note))

@@ -17,6 +17,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from harness.analysis.verdicts import Verdict
 from harness.model.schema import Record, Run
 from harness.model.stats import geomean
 from harness.report.display import fmt_bytes, fmt_seconds, format_value
@@ -187,8 +188,8 @@ def grouped_reasons(records: list[Record], attr: str) -> list[dict[str, Any]]:
 # compare.py's metric names -> the report's delta columns (relative changes only; counts go to "why")
 DELTA_COLUMNS = {"speedup": "speedup", "latency": "latency_s", "compile_time": "compile_time_s",
                  "peak_memory": "compiled_peak_memory_bytes", "compile_host_memory": "compile_peak_rss_bytes"}
-_JUDGED = ("regression", "slower (eager too)", "slower (eager too; no probe)", "now failing", "improvement", "faster (eager too)", "now passing",
-           "noisy", "machine drift", "eager faster", "eager slower")
+_JUDGED = frozenset(Verdict) - {Verdict.MISSING, Verdict.NEW, Verdict.STILL_FAILING, Verdict.UNCHANGED,
+                                  Verdict.NOT_APPLICABLE}
 
 
 @dataclass

@@ -17,16 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.analysis.compare import (
-    FASTER_EAGER_TOO,
-    IMPROVEMENT,
-    NOW_FAILING,
-    NOW_PASSING,
-    REGRESSION,
-    SLOWER_EAGER_TOO,
     compare_case,
     group_records,
 )
 from harness.analysis.thresholds import ThresholdConfig
+from harness.analysis.verdicts import Verdict
 from harness.model.schema import Record, Run, write_text_atomic
 from harness.report.display import fmt_bytes, fmt_seconds
 from harness.report.report import case_rows, template_env
@@ -35,8 +30,8 @@ from harness.report.report import case_rows, template_env
 ROWS = (("speedup", "speedup"), ("compile time", "compile_time"), ("peak memory", "peak_memory"),
         ("graph breaks", "graph_breaks"), ("recompiles", "recompiles"), ("status", "status"))
 # eager moving with the compiled code is still the release's change (torch moved under both)
-HIGHLIGHT = {REGRESSION: "v-regression", SLOWER_EAGER_TOO: "v-regression", NOW_FAILING: "v-regression",
-             IMPROVEMENT: "v-improvement", FASTER_EAGER_TOO: "v-improvement", NOW_PASSING: "v-improvement"}
+HIGHLIGHT = {Verdict.REGRESSION: "v-regression", Verdict.SLOWER_EAGER_TOO: "v-regression", Verdict.NOW_FAILING: "v-regression",
+             Verdict.IMPROVEMENT: "v-improvement", Verdict.FASTER_EAGER_TOO: "v-improvement", Verdict.NOW_PASSING: "v-improvement"}
 
 
 @dataclass
@@ -136,7 +131,7 @@ def _metric_verdict(result: Any, metric: str) -> tuple[str | None, Any]:
     if result is None:
         return None, None
     if metric == "status":
-        return (result.verdict if result.verdict in (NOW_FAILING, NOW_PASSING) else None), None
+        return (result.verdict if result.verdict in (Verdict.NOW_FAILING, Verdict.NOW_PASSING) else None), None
     m = result.metric(metric)
     return (m.verdict if m else None), m
 
