@@ -87,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(OUT/runs/RUN_ID.journal.jsonl): runs only the missing cases, with the run's own options")
     p.add_argument("--max-memory-gb", type=float, help="cap each CPU case's worker at this much virtual memory "
                    "(RLIMIT_AS; a torch worker needs ~0.7 GB to start): exceeding it gives status oom")
-    p.add_argument("--shard", metavar="I/N", help="run only shard I of N of the plan (CI job matrix; see docs/SCALING.md)")
+    p.add_argument("--shard", metavar="I/N", help="run only shard I of N of the plan (CI job matrix; see docs/SCALING.md); "
+                   "'auto': from COMPILEBENCH_SHARD_INDEX/_COUNT, a Slurm array or a Kubernetes indexed Job")
     p.add_argument("--shard-costs", metavar="DB", help="history .sqlite whose median case times balance the shards "
                    "(default: OUT/history.sqlite if present; 'none': round-robin). Every shard must use the same one")
     p.add_argument("--gpus", action="append", help="GPU indices, e.g. 0,1: run cases concurrently, one worker per GPU")

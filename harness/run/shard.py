@@ -13,12 +13,23 @@ partition depends only on (sorted case ids, N, cost table):
 The run's config records the shard, the plan's case ids and a fingerprint of the cost
 table, so `compilebench merge` can check that the shards it combines agree and cover the
 plan exactly once.
+
+`--shard auto` reads I/N from the engine that started the job (shard_from_env), first match:
+
+- explicit, e.g. from a GitHub Actions matrix (which exports nothing by itself):
+  COMPILEBENCH_SHARD_INDEX (1-based, like --shard) and COMPILEBENCH_SHARD_COUNT;
+- a Slurm job array: SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT, SLURM_ARRAY_TASK_MIN and
+  SLURM_ARRAY_TASK_STEP (`--array=0-3`, `--array=1-4` and `--array=0-12:4` all give 1..4);
+- a Kubernetes indexed Job: JOB_COMPLETION_INDEX (0-based, set by Kubernetes) and
+  JOB_COMPLETIONS, which the Job's pod template must set to its `spec.completions`
+  (Kubernetes does not export the count).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sqlite3
 import statistics
@@ -50,11 +61,69 @@ def parse_shard(text: str) -> ShardSpec:
     """'2/4' -> ShardSpec(2, 4). Shards count from 1 (matrix jobs 1..N)."""
     m = _SHARD_RE.match(text or "")
     if not m:
-        raise ShardError(f"--shard {text!r} is not of the form I/N (e.g. --shard 1/4)")
+        raise ShardError(f"--shard {text!r} is not of the form I/N (e.g. --shard 1/4) or 'auto'")
     index, count = int(m.group(1)), int(m.group(2))
     if count < 1 or not 1 <= index <= count:
         raise ShardError(f"--shard {text!r}: I must be between 1 and N and N at least 1 (e.g. --shard 1/{max(count, 1)})")
     return ShardSpec(index, count)
+
+
+AUTO = "auto"
+EXPLICIT_VARS = ("COMPILEBENCH_SHARD_INDEX", "COMPILEBENCH_SHARD_COUNT")
+SLURM_VARS = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN")
+KUBERNETES_VARS = ("JOB_COMPLETION_INDEX", "JOB_COMPLETIONS")
+
+
+def _env_int(env: Mapping[str, str], name: str, engine: str) -> int:
+    text = env.get(name, "").strip()
+    if not text.lstrip("-").isdigit():
+        raise ShardError(f"--shard auto: {engine} sets {name}={text!r}, not an integer")
+    return int(text)
+
+
+def _require(env: Mapping[str, str], names: Sequence[str], engine: str) -> None:
+    missing = [n for n in names if not env.get(n, "").strip()]
+    if missing:
+        given = ", ".join(n for n in names if n not in missing)
+        raise ShardError(f"--shard auto: {given} is set but {', '.join(missing)} is not; set it too ({engine})")
+
+
+def _checked(index: int, count: int, source: str) -> tuple[ShardSpec, str]:
+    if count < 1 or not 1 <= index <= count:
+        raise ShardError(f"--shard auto: {source} gives shard {index}/{count}; I must be between 1 and N")
+    return ShardSpec(index, count), source
+
+
+def shard_from_env(env: Mapping[str, str] | None = None) -> tuple[ShardSpec, str]:
+    """`--shard auto`: (the shard, the engine it came from) from the job's environment (see the
+    module docstring); none set is a one-line ShardError naming the variables to set."""
+    env = os.environ if env is None else env
+    if any(env.get(n, "").strip() for n in EXPLICIT_VARS):
+        _require(env, EXPLICIT_VARS, "e.g. from the CI matrix")
+        return _checked(_env_int(env, EXPLICIT_VARS[0], "the job"), _env_int(env, EXPLICIT_VARS[1], "the job"),
+                        "COMPILEBENCH_SHARD_INDEX/COUNT")
+    if env.get("SLURM_ARRAY_TASK_ID", "").strip():
+        _require(env, SLURM_VARS, "Slurm sets them for every job array task")
+        task, count, low = (_env_int(env, n, "Slurm") for n in SLURM_VARS)
+        step = _env_int(env, "SLURM_ARRAY_TASK_STEP", "Slurm") if env.get("SLURM_ARRAY_TASK_STEP", "").strip() else 1
+        if step < 1 or (task - low) % step:
+            raise ShardError(f"--shard auto: Slurm array task {task} is not on the range {low}-...:{step}; "
+                             "use an evenly spaced --array (e.g. --array=0-3) or pass --shard I/N")
+        return _checked((task - low) // step + 1, count, "Slurm array")
+    if env.get("JOB_COMPLETION_INDEX", "").strip():
+        _require(env, KUBERNETES_VARS, "set JOB_COMPLETIONS to the indexed Job's spec.completions in its pod template")
+        index, count = (_env_int(env, n, "the Kubernetes Job") for n in KUBERNETES_VARS)
+        return _checked(index + 1, count, "Kubernetes indexed Job")
+    raise ShardError("--shard auto: no job engine sets a shard here; set COMPILEBENCH_SHARD_INDEX (1-based) and "
+                     "COMPILEBENCH_SHARD_COUNT, or run as a Slurm array (SLURM_ARRAY_TASK_ID/_COUNT/_MIN) or a "
+                     "Kubernetes indexed Job (JOB_COMPLETION_INDEX + JOB_COMPLETIONS), or pass --shard I/N")
+
+
+def resolve_shard(text: str, env: Mapping[str, str] | None = None) -> tuple[ShardSpec, str]:
+    """--shard I/N or --shard auto -> (shard, where it came from: 'argument' or the engine)."""
+    if (text or "").strip().lower() == AUTO:
+        return shard_from_env(env)
+    return parse_shard(text), "argument"
 
 
 def partition(case_ids: Sequence[str], count: int, costs: Mapping[str, float] | None = None) -> list[list[str]]:
@@ -133,7 +202,7 @@ def apply_shard(cases: Sequence[Case], shard_text: str | None, costs_source: str
     `default_history` when it exists)."""
     if not shard_text:
         return list(cases), None
-    shard = parse_shard(shard_text)
+    shard, shard_source = resolve_shard(shard_text)
     all_ids = [c.case_id for c in cases]
     if costs_source == "none":
         costs: dict[str, float] = {}
@@ -148,6 +217,7 @@ def apply_shard(cases: Sequence[Case], shard_text: str | None, costs_source: str
     info = {
         "index": shard.index,
         "count": shard.count,
+        "from": shard_source,
         "method": "lpt-history" if costs else "round-robin",
         "costs_source": source,
         "costs_fingerprint": costs_fingerprint(costs),
