@@ -39,7 +39,7 @@ from harness.model.errors import HarnessError, UserError
 
 # feature modules that add subcommands: each has register(subparsers)
 COMMAND_MODULES: list[str] = ["harness.cli.report", "harness.cli.scale", "harness.cli.compare", "harness.cli.lifecycle",
-                              "harness.cli.envs"]
+                              "harness.cli.envs", "harness.cli.store"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -145,6 +145,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from harness.report.display import ProgressPrinter, make_console, print_failures, results_table
     from harness.run.multigpu import parse_gpus
     from harness.run.runner import RunOptions, execute, parse_option, resume, summarize_statuses
+    from harness.run.store import StoreError
 
     _check_run_args(args)
     from compiler import load_compiler_files
@@ -178,9 +179,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if not opts.suite and not opts.devices:
         opts.devices = ["cpu"]
     console = make_console()
+    if opts.ingest and not args.resume:
+        _check_store(Path(args.out) / "history.sqlite")
     progress = ProgressPrinter()
     try:
         run = resume(args.resume, args.out, progress) if args.resume else execute(opts, progress)
+    except StoreError as exc:  # the run file was written before the ingest: say where the results are
+        raise type(exc)(f"{exc}; the run's results are kept in its run file in {Path(args.out) / 'runs'}/") from exc
     except KeyboardInterrupt:
         progress.close()
         console.print("interrupted: finished cases were saved", style="yellow")
@@ -199,6 +204,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if failed:
         return EXIT_FAILED
     return _nothing_measured(run, args.allow_skips)
+
+
+def _check_store(db: Path) -> None:
+    """Refuse a damaged history store before the first case, not after hours of measuring."""
+    if db.is_file():
+        from harness.run.store import HistoryStore
+
+        HistoryStore(db).close()  # quick_check on open: StoreCorruptError (exit 3) names the recovery
 
 
 def _nothing_measured(run, allow_skips: bool) -> int:
@@ -279,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HarnessError as exc:  # the harness could not do its job: exit 3, never 1 (CI reads 1 as a regression)
         return _fail(args, str(exc), EXIT_HARNESS)
     except sqlite3.DatabaseError as exc:
-        return _fail(args, f"history store: {exc} (rebuild it from the run files: compilebench store rebuild)",
+        return _fail(args, f"history store: {exc} (rebuild it from the run files: compilebench store rebuild --out DIR)",
                      EXIT_HARNESS)
     except OSError as exc:  # read-only folder, disk full, missing device file...
         return _fail(args, _os_error_line(exc), EXIT_HARNESS)

@@ -4,17 +4,32 @@ stdlib sqlite3 with numbered migrations (`PRAGMA user_version`), WAL journaling 
 (the dashboard) never block an ingest, and idempotent ingest: the same run ingested twice
 replaces its own rows. The full record JSON is kept next to the indexed columns so nothing
 measured is ever lost to the table layout.
+
+The store is a cache of the run files (OUT/runs/*.json are the source of truth), and it is
+checked before it is trusted: every open runs `PRAGMA quick_check` (about 1 ms per MB;
+benchmarks/store_check.py), and a damaged file ("file is not a database", a malformed page,
+a truncated file) raises StoreCorruptError naming the file and the recovery,
+`compilebench store rebuild --out DIR`, which rebuilds it from DIR/runs/*.json and moves the
+damaged file aside, never deleting it (`rebuild_store`).
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import functools
 import json
 import sqlite3
 import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from harness.model.errors import HarnessError
 from harness.model.schema import Record, Run, run_from_dict
+
+__all__ = ["HistoryStore", "StoreCorruptError", "StoreError", "RebuildResult", "rebuild_store", "recovery_hint",
+           "load_history", "record_row", "MIGRATIONS", "RECORD_COLUMNS", "BUSY_TIMEOUT_S"]
 
 MIGRATIONS: list[str] = [
     # 1: runs and records
@@ -80,15 +95,88 @@ def _enable_wal(conn: sqlite3.Connection, timeout_s: float = BUSY_TIMEOUT_S) -> 
             delay = min(delay * 2, 0.5)
 
 
+class StoreError(HarnessError):
+    """The history store cannot be used (cannot be opened or written); exit 3."""
+
+
+class StoreCorruptError(StoreError):
+    """The history file is damaged; the message names it and how to rebuild it."""
+
+
+# what SQLite says of a damaged file; anything else (locked, read-only, cannot open) is not damage
+_CORRUPT_MARKERS = ("not a database", "malformed", "corrupt", "disk i/o error", "unsupported file format")
+
+
+def recovery_hint(path: str | Path) -> str:
+    """The command that rebuilds `path` from the run files."""
+    path = Path(path)
+    if path.name == "history.sqlite":
+        return (f"`compilebench store rebuild --out {path.parent}` rebuilds it from {path.parent / 'runs'}/*.json "
+                "(the damaged file is moved aside, not deleted)")
+    return (f"`compilebench store rebuild --db {path} --runs DIR` rebuilds it from the run files in DIR "
+            "(the damaged file is moved aside, not deleted)")
+
+
+def _store_error(path: Path, exc: sqlite3.Error) -> StoreError:
+    text = str(exc)
+    if any(marker in text.lower() for marker in _CORRUPT_MARKERS):
+        return StoreCorruptError(f"history store {path} is damaged ({text}); {recovery_hint(path)}")
+    return StoreError(f"history store {path}: {text} (check that the folder is writable and the disk not full)")
+
+
+T = TypeVar("T")
+
+
+def _guarded(method: Callable[..., T]) -> Callable[..., T]:
+    """Damage found past the open-time check (a page the quick check does not read) is the
+    same one-line StoreError, never a traceback."""
+    @functools.wraps(method)
+    def wrapper(self: HistoryStore, *args: Any, **kwargs: Any) -> T:
+        try:
+            return method(self, *args, **kwargs)
+        except (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError):
+            raise  # our bug (e.g. a duplicate case id), not the file's state
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc) from exc
+    return wrapper
+
+
 class HistoryStore:
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, check: bool = True):
+        """Open (or create) the store. `check`: run `PRAGMA quick_check` first and refuse a
+        damaged file with StoreCorruptError (rebuild_store opens its fresh file unchecked)."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        # generous busy timeout: two nightly jobs may ingest at the same moment
-        self.conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        _enable_wal(self.conn)
-        self.conn.execute("PRAGMA foreign_keys=ON")
-        self.migrate()
+        try:
+            # generous busy timeout: two nightly jobs may ingest at the same moment
+            self.conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc) from exc
+        try:
+            _enable_wal(self.conn)
+            if check:
+                self.quick_check()
+            self.conn.execute("PRAGMA foreign_keys=ON")
+            self.migrate()
+        except sqlite3.Error as exc:
+            self.conn.close()
+            raise _store_error(self.path, exc) from exc
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def quick_check(self) -> None:
+        """PRAGMA quick_check: every page's structure, without the index-vs-table cross check
+        of integrity_check (O(N) not O(N log N)); raises StoreCorruptError on any problem."""
+        problems = [row[0] for row in self.conn.execute("PRAGMA quick_check(5)")]
+        if problems != ["ok"]:
+            raise StoreCorruptError(f"history store {self.path} is damaged (quick_check: {' '.join('; '.join(problems).split())[:300]}); "
+                                    f"{recovery_hint(self.path)}")
+
+    def integrity_check(self) -> list[str]:
+        """The full check (slower: also cross-checks every index); [] when the file is sound."""
+        problems = [row[0] for row in self.conn.execute("PRAGMA integrity_check(20)")]
+        return [] if problems == ["ok"] else problems
 
     def __enter__(self) -> HistoryStore:
         return self
@@ -117,6 +205,7 @@ class HistoryStore:
             self.conn.execute("ROLLBACK")
             raise
 
+    @_guarded
     def ingest(self, run: Run) -> int:
         """Insert or replace one run and all its records in one transaction."""
         env = run.environment
@@ -138,9 +227,11 @@ class HistoryStore:
             raise
         return len(rows)
 
+    @_guarded
     def run_ids(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT run_id FROM runs ORDER BY created_at, run_id")]
 
+    @_guarded
     def load_run(self, run_id: str) -> Run:
         row = self.conn.execute(
             "SELECT run_id, created_at, label, schema_version, environment_json, config_json FROM runs WHERE run_id = ?",
@@ -156,6 +247,13 @@ class HistoryStore:
                 "environment": json.loads(row[4]), "config": json.loads(row[5]), "records": records}
         return run_from_dict(data, f"{self.path}:{run_id}")
 
+    @_guarded
+    def counts(self) -> tuple[int, int]:
+        """(runs, records) in the store."""
+        return (int(self.conn.execute("SELECT count(*) FROM runs").fetchone()[0]),
+                int(self.conn.execute("SELECT count(*) FROM records").fetchone()[0]))
+
+    @_guarded
     def dataframe(self):
         """Tidy DataFrame: one row per (run, case) with the run's metadata joined in."""
         import pandas as pd
@@ -188,3 +286,66 @@ def load_history(path: str | Path):
     """pandas loader over a history database (the documented entry point)."""
     with HistoryStore(path) as store:
         return store.dataframe()
+
+
+# ---------------------------------------------------------------- rebuild from the run files
+
+SIDECARS = ("-wal", "-shm", "-journal")  # SQLite's files next to the database: they belong to it
+
+
+@dataclass
+class RebuildResult:
+    path: Path
+    runs: int = 0
+    records: int = 0
+    moved_aside: list[Path] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)  # "file: why", for run files that could not be loaded
+    seconds: float = 0.0
+
+
+def run_files(sources: Iterable[str | Path]) -> list[Path]:
+    """Run files named by `sources`: files as given, folders by their *.json (journals and
+    other files are left out)."""
+    out: list[Path] = []
+    for source in sources:
+        path = Path(source)
+        out.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
+    return out
+
+
+def rebuild_store(db: str | Path, sources: Sequence[str | Path]) -> RebuildResult:
+    """Build a fresh store from the run files in `sources` (folders or files), then move the
+    old file (damaged or not) and its -wal/-shm aside as `<name>.damaged-<UTC time>` and put
+    the new one in its place. Nothing is deleted; an unreadable run file is reported and left
+    out, the others go in."""
+    from harness.model.schema import RunFileError, load_run
+
+    started = time.monotonic()
+    db = Path(db)
+    result = RebuildResult(db)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    fresh = db.with_name(db.name + ".rebuilding")
+    for leftover in [fresh, *(fresh.with_name(fresh.name + s) for s in SIDECARS)]:
+        leftover.unlink(missing_ok=True)  # our own half-built file from an interrupted rebuild
+    with HistoryStore(fresh, check=False) as store:
+        for path in run_files(sources):
+            try:
+                run = load_run(path)
+            except (RunFileError, OSError) as exc:
+                result.unreadable.append(f"{path}: {exc}")
+                continue
+            result.records += store.ingest(run)
+            result.runs += 1
+        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the main file before the rename
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    for suffix in ("", *SIDECARS):
+        old = db.with_name(db.name + suffix)
+        if old.exists():
+            aside = old.with_name(f"{db.name}.before-rebuild-{stamp}{suffix}")
+            old.rename(aside)
+            result.moved_aside.append(aside)
+    fresh.rename(db)
+    for suffix in SIDECARS:
+        fresh.with_name(fresh.name + suffix).unlink(missing_ok=True)  # empty after the checkpoint and close
+    result.seconds = time.monotonic() - started
+    return result
