@@ -1,8 +1,10 @@
 """What the compiler did: stage times, graph breaks, recompiles, cache hits, skips.
 
 Sources (facts from DESIGN.md):
-- `torch._dynamo.utils.get_compilation_metrics()`: one entry per compiled frame; the Dynamo
-  time contains AOTAutograd's, which contains Inductor's, so stages are differences.
+- `torch._dynamo.utils.get_compilation_metrics()`: one entry per compiled frame, and one per
+  lazily compiled backward graph; inside an entry the Dynamo time (a backward: its backward
+  time) contains AOTAutograd's, which contains Inductor's, so stages are differences taken
+  inside each entry (`stage_breakdown`).
 - `torch._dynamo.utils.counters`: graph breaks, unique graphs, frames total/ok, cache hits,
   `cudagraph_skips`.
 - The `graph_breaks` and `recompiles` log artifacts: the only place with the user code
@@ -218,28 +220,66 @@ def ops_per_graph(metrics: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def stage_breakdown(metrics: list[Any]) -> dict[str, float]:
-    """Seconds per stage summed over frames: dynamo (tracing only), aot_autograd (without
-    inductor), inductor (without codegen), codegen, and their total."""
-    def us(m: Any, name: str) -> float:
-        return float(getattr(m, name, None) or 0) / 1e6
+# The nested timers of one compilation-metrics entry, outermost first. A frame compile has
+# Dynamo's time, which holds AOTAutograd's, which holds Inductor's, which holds its codegen.
+# A lazily compiled backward (torch 2.13: its own entry, no `is_forward`, no Dynamo time)
+# has `backward_cumulative_compile_time_us` where the frame has AOTAutograd's: AOTAutograd
+# runs the backward compile and calls Inductor inside it.
+_STAGE_TIMERS = (
+    ("dynamo", ("dynamo_cumulative_compile_time_us",)),
+    ("aot_autograd", ("aot_autograd_cumulative_compile_time_us", "backward_cumulative_compile_time_us")),
+    ("inductor", ("inductor_cumulative_compile_time_us",)),
+    ("inductor_codegen", ("inductor_code_gen_cumulative_compile_time_us",)),
+)
+STAGES = tuple(name for name, _ in _STAGE_TIMERS)
 
-    total = sum(us(m, "dynamo_cumulative_compile_time_us") for m in metrics)
-    aot = sum(us(m, "aot_autograd_cumulative_compile_time_us") for m in metrics)
-    ind = sum(us(m, "inductor_cumulative_compile_time_us") for m in metrics)
-    codegen = sum(us(m, "inductor_code_gen_cumulative_compile_time_us") for m in metrics)
-    # backward graphs compile lazily, outside the Dynamo frame time: report the total as
-    # the sum of the stages so the parts always add up
-    dynamo = max(total - aot, 0.0)
-    aot_only = max(aot - ind, 0.0)
-    ind_only = max(ind - codegen, 0.0)
-    return {
-        "total": round(dynamo + aot_only + ind_only + codegen, 6),
-        "dynamo": round(dynamo, 6),
-        "aot_autograd": round(aot_only, 6),
-        "inductor": round(ind_only, 6),
-        "inductor_codegen": round(codegen, 6),
-    }
+
+def is_backward_entry(m: Any) -> bool:
+    """A lazily compiled backward graph's entry: it has a backward timer and no Dynamo time
+    (the backward is compiled on the first `.backward()`, outside every Dynamo frame)."""
+    return bool(getattr(m, "backward_cumulative_compile_time_us", None)) and not getattr(
+        m, "dynamo_cumulative_compile_time_us", None)
+
+
+def entry_stages(m: Any) -> dict[str, float]:
+    """Seconds of each stage in one entry: each timer minus the next inner one present.
+
+    A stage an entry has no timer for is 0 (a frame without a graph has Dynamo only; an
+    `aot_eager` backward has AOTAutograd only). Where torch's rounding makes an inner timer
+    exceed its outer one, the outer one is raised to it, so the stages still sum to the
+    entry's outermost timer and none is negative."""
+    levels: list[tuple[str, float]] = []
+    for name, fields in _STAGE_TIMERS:
+        value = next((float(v) for f in fields if (v := getattr(m, f, None))), None)
+        if value is not None:
+            levels.append((name, value / 1e6))
+    out = dict.fromkeys(STAGES, 0.0)
+    inner = 0.0
+    for name, value in reversed(levels):  # innermost first: each level at least its inner one
+        value = max(value, inner)
+        out[name] = value - inner
+        inner = value
+    return out
+
+
+def stage_breakdown(metrics: list[Any]) -> dict[str, float]:
+    """Seconds per stage summed over every entry, forward frames and lazily compiled
+    backward graphs alike: dynamo (tracing only), aot_autograd (without inductor; for a
+    backward, AOTAutograd's backward compile without Inductor), inductor (without codegen),
+    codegen; `total` is their sum, and `backward` says how much of it the backward
+    compiles took. Differences are taken inside each entry, never across entries: the
+    backward's Inductor time sits outside every frame's AOTAutograd time, so subtracting
+    sums (as before 2026-12-01) took it from the forward's AOTAutograd and clamped it at 0."""
+    sums = dict.fromkeys(STAGES, 0.0)
+    backward = 0.0
+    for m in metrics:
+        stages = entry_stages(m)
+        for name, value in stages.items():
+            sums[name] += value
+        if is_backward_entry(m):
+            backward += sum(stages.values())
+    return {"total": round(sum(sums.values()), 6), **{k: round(v, 6) for k, v in sums.items()},
+            "backward": round(backward, 6)}
 
 
 def cache_counts(metrics: list[Any], counters: dict[str, dict[str, int]]) -> dict[str, int]:
