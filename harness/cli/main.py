@@ -252,6 +252,10 @@ def cmd_show(args: argparse.Namespace) -> int:
         return EXIT_OK
     console.print(results_table(run))
     print_failures(console, run)
+    from harness.analysis.breadth import breadth_rows  # breadth-views: the HUD-style headline
+    from harness.report.breadth_view import breadth_table
+
+    console.print(breadth_table(breadth_rows(run.records)))
     return EXIT_OK
 
 

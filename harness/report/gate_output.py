@@ -13,6 +13,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from harness.analysis.breadth import compare_markdown_lines
 from harness.analysis.compare import (
     CaseResult,
     Comparison,
@@ -171,6 +172,7 @@ def markdown(cmp: Comparison, failing: list[CaseResult], title: str = "compilebe
             lines.append(f"- `{_md_escape(c.case_id)}`: " + "; ".join(_md_escape(f) for f in c.flags))
         if flagged:
             lines.append("")
+    lines += compare_markdown_lines(cmp)  # pass rate and geomean per suite x compiler (analysis/breadth.py)
     rest = [c for c in cmp.cases if c.verdict not in ATTENTION]
     if rest:
         lines += [f"<details><summary>All other cases ({len(rest)})</summary>", "",

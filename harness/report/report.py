@@ -9,7 +9,9 @@ Charts come from `harness.report.charts` (matplotlib -> inline SVG).
 from __future__ import annotations
 
 import functools
+import math
 import os
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,12 +19,14 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from harness.analysis.breadth import FAILURE_ORDER, BreadthRow, breadth_rows, family_of
+from harness.analysis.compare import probe_factors
 from harness.analysis.verdicts import Verdict
+from harness.measure.probe import kernel_medians, probe_block
 from harness.model.schema import Record, Run
-from harness.model.stats import geomean
 from harness.report.display import fmt_bytes, fmt_seconds, format_value
 
-FAILED_STATUSES_ORDER = ("crashed", "timeout", "oom", "fail_compile", "fail_run", "fail_accuracy", "skipped")
+FAILED_STATUSES_ORDER = FAILURE_ORDER  # one order for every view
 
 
 @functools.lru_cache(maxsize=1)
@@ -39,45 +43,53 @@ def template_env() -> Environment:
     return env
 
 
-def headline(run: Run, baseline: Run | None = None) -> list[dict[str, Any]]:
-    """Per device x compiler: geomean speedup, pass rate, compile time. Geomeans count only
-    the cases that pass in this run and, with a baseline, pass there too, so an unrelated
-    model starting to fail cannot move them; the cases left out are listed with why."""
+def headline(run: Run, baseline: Run | None = None) -> list[BreadthRow]:
+    """Per suite x device x compiler: pass rate, geomean speedup, cold compile time, memory
+    compression, graph breaks and failures by status (harness.analysis.breadth). With a
+    baseline the geomeans count only the cases passing in both runs, so an unrelated model
+    starting to fail cannot move them; the cases left out are listed with why."""
     base_status = {r.case_id: r.status for r in baseline.records} if baseline is not None else None
-    groups: dict[tuple[str, str], list] = defaultdict(list)
-    for r in run.records:
-        groups[(r.case.device, r.case.compiler)].append(r)
-    rows = []
-    for (device, compiler), recs in sorted(groups.items()):
-        ok = [r for r in recs if r.status == "ok"]
-        counted = [r for r in ok if base_status is None or base_status.get(r.case_id) == "ok"]
-        compile_times = [r.metrics.get("compile_time_s") for r in ok if r.metrics.get("compile_time_s") is not None]
-        failures: dict[str, int] = defaultdict(int)
-        for r in recs:
-            if r.status != "ok":
-                failures[r.status] += 1
-        rows.append({
-            "device": device,
-            "compiler": compiler,
-            "geomean_speedup": geomean([r.metrics.get("speedup") for r in counted]),
-            "geomean_cases": len(counted),
-            "geomean_excluded": [{"case_id": r.case_id, "reason": _excluded_reason(r, base_status)}
-                                 for r in recs if r not in counted],
-            "pass_rate": len(ok) / len(recs) if recs else 0.0,
-            "cases": len(recs),
-            "mean_compile_s": sum(compile_times) / len(compile_times) if compile_times else None,
-            "geomean_compression": geomean([r.metrics.get("compression_ratio") for r in counted]),
-            "failures": dict(failures),
-        })
-    return rows
+    return breadth_rows(run.records, base_status)
 
 
-def _excluded_reason(record: Record, base_status: dict[str, str] | None) -> str:
-    if record.status != "ok":
-        return record.status
-    if base_status is not None and record.case_id not in base_status:
-        return "not in the baseline"
-    return f"{base_status.get(record.case_id) if base_status else '?'} in the baseline"
+# -- machine probe per process ---------------------------------------------------------------
+
+PROBE_FLAG = 0.10  # a process whose probe is this far from the run's median ran on a differently fast host
+
+
+@dataclass(frozen=True)
+class ProbeFactor:
+    """How much slower the machine was in this case's process than the run's median process
+    (compare's probe_factors, rescaled to the median; same probe set only)."""
+
+    factor: float
+    version: str
+    flagged: bool
+
+    @property
+    def text(self) -> str:
+        return f"{self.factor:.2f}x"
+
+
+def probe_factors_by_case(records: list[Record]) -> dict[str, ProbeFactor]:
+    """Case id -> its process's probe factor relative to the median of the run's processes
+    with a usable probe of the same set; cases without one are absent."""
+    by_version: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        block = probe_block(r.metrics)
+        if block is not None and kernel_medians(block) is not None:
+            by_version[str(block.get("version"))].append(r)
+    out: dict[str, ProbeFactor] = {}
+    for version, recs in by_version.items():
+        found = probe_factors(recs, len(recs))
+        if found is None:
+            continue
+        factors, _ = found
+        median = statistics.median(factors)
+        for r, f in zip(recs, factors, strict=True):
+            rel = f / median
+            out[r.case_id] = ProbeFactor(rel, version, abs(math.log(rel)) > math.log1p(PROBE_FLAG))
+    return out
 
 
 def trace_href(info: Any, base_dir: Path | None) -> str | None:
@@ -123,6 +135,7 @@ def graphs_detail(m: dict[str, Any]) -> str:
 def case_rows(run: Run, base_dir: Path | None = None) -> list[dict[str, Any]]:
     """One dict per record with what the case table shows; sort keys are plain numbers."""
     rows = []
+    probes = probe_factors_by_case(run.records)
     for r in run.records:
         m = r.metrics or {}
         bd = m.get("compile_breakdown_s") or {}
@@ -131,6 +144,9 @@ def case_rows(run: Run, base_dir: Path | None = None) -> list[dict[str, Any]]:
             "record": r,
             "case_id": r.case_id,
             "workload": r.case.workload,
+            "suite": r.case.suite or "adhoc",
+            "family": family_of(r),
+            "probe": probes.get(r.case_id),
             "compiler": r.case.compiler,
             "device": r.case.device,
             "status": r.status,
@@ -257,15 +273,21 @@ def report_context(run: Run, baseline: Run | None = None, charts: bool = True,
     status_counts: dict[str, int] = defaultdict(int)
     for r in run.records:
         status_counts[r.status] += 1
+    rows = case_rows(run, base_dir)
     return {
         "run": run,
         "synthetic": is_synthetic(run),
         "headline": headline(run, baseline),
-        "rows": case_rows(run, base_dir),
+        "rows": rows,
         "traced": any(isinstance((r.metrics or {}).get("trace"), dict) for r in run.records),
         "statuses": sorted(status_counts),
         "status_counts": dict(status_counts),
         "compilers": sorted({r.case.compiler for r in run.records}),
+        "suites": sorted({row["suite"] for row in rows}),
+        "families": sorted({row["family"] for row in rows}),
+        "probed": any(row["probe"] is not None for row in rows),
+        "probe_flagged": sum(1 for row in rows if row["probe"] is not None and row["probe"].flagged),
+        "probe_flag": PROBE_FLAG,
         "charts": _charts(run) if charts else [],
         "charts_omitted": not charts,
         "graph_breaks": grouped_reasons(run.records, "graph_break_reasons"),
