@@ -1,0 +1,117 @@
+"""What a comparison returns: per-metric and per-case results, and the whole Comparison
+(counts, failing cases, geomeans, JSON form)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from harness.analysis.verdicts import DEFAULT_FAIL_ON, VERDICT_ORDER, Verdict
+
+__all__ = ["MetricResult", "CaseResult", "Comparison"]
+
+
+@dataclass
+class MetricResult:
+    metric: str
+    verdict: Verdict
+    base: float | str | None = None
+    head: float | str | None = None
+    change: float | None = None  # relative (head/base - 1) or, for counts, head - base
+    p_value: float | None = None
+    ci: tuple[float, float] | None = None  # CI of head/base
+    threshold: float | int | None = None
+    n_base: int = 0
+    n_head: int = 0
+    mdc: float | None = None  # smallest relative change this comparison can detect
+    note: str = ""
+    raw_change: float | None = None  # before normalising by the machine probe (None: not normalised)
+
+
+@dataclass
+class CaseResult:
+    case_id: str
+    workload: str
+    suite: str
+    verdict: Verdict
+    status_base: str | None
+    status_head: str | None
+    metrics: list[MetricResult] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    error: str = ""
+    # eager median change in the same processes, probe-normalised like latency (None: no eager control)
+    eager_change: float | None = None
+    # machine-speed probe change head vs base (+: head's machine slower; None: no probe on both sides)
+    probe_change: float | None = None
+    warn_only: bool = False  # a whole-model change under whole_model = "warn": shown, never failing
+    # why the probe cannot tell machine drift from a real change here ('' when it can)
+    probe_caveat: str = ""
+
+    def metric(self, name: str) -> MetricResult | None:
+        return next((m for m in self.metrics if m.metric == name), None)
+
+
+@dataclass
+class Comparison:
+    base: dict[str, Any]
+    head: dict[str, Any]
+    cases: list[CaseResult]
+    mismatches: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    thresholds_source: str = "<defaults>"
+
+    def counts(self) -> dict[str, int]:
+        out = dict.fromkeys(VERDICT_ORDER, 0)
+        for c in self.cases:
+            out[c.verdict] += 1
+        return {k: v for k, v in out.items() if v}
+
+    def failing(self, fail_on: Iterable[str] = DEFAULT_FAIL_ON) -> list[CaseResult]:
+        wanted = set(fail_on)
+        return [c for c in self.cases if c.verdict in wanted and not c.warn_only]
+
+    def geomeans(self) -> dict[str, Any]:
+        """Geometric mean of head/base per timing metric, only over cases present and ok on
+        both sides (a case failing or missing on one side says nothing about the others'
+        speed, and must not move the summary), with the excluded cases and why."""
+        included, excluded = [], []
+        for c in self.cases:
+            reason = _exclusion_reason(c)
+            (excluded if reason else included).append((c, reason))
+        out: dict[str, Any] = {"cases": len(included), "excluded": [{"case_id": c.case_id, "reason": r}
+                                                                    for c, r in excluded]}
+        for name in ("latency", "speedup"):
+            ratios = [m.head / m.base for c, _ in included if (m := c.metric(name)) is not None
+                      and isinstance(m.base, float) and isinstance(m.head, float) and m.base > 0 and m.head > 0]
+            out[name] = {"ratio": float(np.exp(np.mean(np.log(ratios)))) if ratios else None, "cases": len(ratios)}
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"base": self.base, "head": self.head, "counts": self.counts(), "mismatches": self.mismatches,
+                "warnings": self.warnings, "thresholds": self.thresholds_source, "geomeans": _jsonable(self.geomeans()),
+                "cases": [_jsonable(asdict(c)) for c in self.cases]}
+
+
+def _exclusion_reason(case: CaseResult) -> str:
+    """Why a case stays out of the geomeans ('' when it counts)."""
+    if case.status_base is None:
+        return "new: not in base"
+    if case.status_head is None:
+        return "missing: not in head"
+    if case.status_base != "ok" or case.status_head != "ok":
+        return f"status {case.status_base} -> {case.status_head}"
+    return ""
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    return obj
