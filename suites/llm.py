@@ -58,25 +58,6 @@ TOKEN_WARMUP_CALLS = 3
 # Calls whose marks are kept (most recent): bounds memory on long runs.
 TOKEN_KEEP_CALLS = 256
 
-# Peak DRAM bandwidth in bytes/s by GPU name fragment (vendor datasheets), used for the
-# decode roofline until harness.measure.devices exposes `peak_memory_bandwidth`.
-PEAK_BANDWIDTH_BYTES_S: tuple[tuple[str, float], ...] = (
-    ("H200", 4.8e12),
-    ("H100 NVL", 3.9e12),
-    ("H100 PCIe", 2.0e12),
-    ("H100", 3.35e12),
-    ("A100-SXM4-80GB", 2.039e12),
-    ("A100 80GB PCIe", 1.935e12),
-    ("A100", 1.555e12),
-    ("L40S", 0.864e12),
-    ("L4", 0.3e12),
-    ("A10G", 0.6e12),
-    ("MI300X", 5.3e12),
-    ("MI250X", 3.2e12),
-    ("RTX 4090", 1.008e12),
-)
-
-
 class LLMOptionError(UserError, ValueError):
     """A bad workload option (prompt length, weights path, ...); the message says the fix."""
 
@@ -318,29 +299,27 @@ def static_decode_step(model: Any, prompt: Any, max_cache_len: int) -> tuple[Any
 
 
 def peak_bandwidth(device: str) -> tuple[float | None, str]:
-    """(bytes/s, source) for the device: harness.measure.devices if it knows, else the table."""
-    if not device.startswith("cuda"):
-        return None, "unknown for this device"
+    """(bytes/s, source) of the device's peak memory bandwidth, from the one table of vendor
+    peaks (harness.measure.device_specs, through the device's `peak_specs()`); None for CPUs
+    and for parts the table does not know (never guessed)."""
     from harness.measure.devices import parse_device
 
     dev = parse_device(device)
-    known = getattr(dev, "peak_memory_bandwidth", None)
-    value = known() if callable(known) else known
-    if value:
-        return float(value), "harness.measure.devices"
-    import torch
-
-    name = torch.cuda.get_device_name(dev.index)
-    bandwidth = bandwidth_for_name(name)
-    return bandwidth, (f"datasheet table ({name})" if bandwidth else f"unknown GPU {name!r}")
+    specs = dev.peak_specs()
+    bandwidth = (specs or {}).get("memory_bandwidth_bytes_s")
+    if bandwidth:
+        return float(bandwidth), f"harness.measure.device_specs ({specs['part']}: {specs['source']})"  # type: ignore[index]
+    if dev.type == "cpu":
+        return None, "unknown for this device"
+    return None, f"unknown device {dev.name()!r} (not in harness/measure/device_specs.py)"
 
 
 def bandwidth_for_name(gpu_name: str) -> float | None:
-    """Peak bytes/s for a GPU name from the datasheet table (first matching fragment)."""
-    for fragment, bandwidth in PEAK_BANDWIDTH_BYTES_S:
-        if fragment in gpu_name:
-            return bandwidth
-    return None
+    """Peak bytes/s for a device name as torch reports it (device_specs' table), or None."""
+    from harness.measure.device_specs import match_peak_spec
+
+    spec = match_peak_spec(gpu_name)
+    return spec.memory_bandwidth_gb_s * 1e9 if spec else None
 
 
 def model_facts(model: Any, built: Built, ctx: WorkloadContext) -> dict[str, Any]:

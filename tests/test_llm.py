@@ -87,8 +87,36 @@ def test_bandwidth_table_matches_gpu_names():
     assert llm.bandwidth_for_name("NVIDIA H200") == 4.8e12
     assert llm.bandwidth_for_name("NVIDIA H100 80GB HBM3") == 3.35e12
     assert llm.bandwidth_for_name("NVIDIA H100 PCIe") == 2.0e12
+    # torch sees one GCD of an MI250X: half the package's 3.2 TB/s (device_specs' figure)
+    assert llm.bandwidth_for_name("AMD Instinct MI250X") == pytest.approx(1.6384e12)
     assert llm.bandwidth_for_name("Some Future GPU") is None
     assert llm.peak_bandwidth("cpu") == (None, "unknown for this device")
+
+
+@pytest.mark.parametrize("name", ["NVIDIA H200", "NVIDIA A100-SXM4-80GB", "AMD Instinct MI250X", "NVIDIA L4"])
+def test_decode_roofline_reads_the_one_device_specs_table(monkeypatch, name):
+    """The decode roofline's peak is the device's peak_specs() figure (harness.measure.device_specs),
+    not a second table in the suite: every part agrees with the record's device specs."""
+    from harness.measure import devices
+    from harness.measure.device_specs import match_peak_spec
+
+    class FakeGpu(devices.Device):
+        type = "cuda"
+
+        def name(self) -> str:
+            return name
+
+    monkeypatch.setattr(devices, "parse_device", lambda spec: FakeGpu())
+    bandwidth, source = llm.peak_bandwidth("cuda:0")
+    assert bandwidth == FakeGpu().peak_specs()["memory_bandwidth_bytes_s"]
+    assert bandwidth == match_peak_spec(name).memory_bandwidth_gb_s * 1e9 and "device_specs" in source
+
+    class UnknownGpu(FakeGpu):
+        def name(self) -> str:
+            return "Some Future GPU"
+
+    monkeypatch.setattr(devices, "parse_device", lambda spec: UnknownGpu())
+    assert llm.peak_bandwidth("cuda:0") == (None, "unknown device 'Some Future GPU' (not in harness/measure/device_specs.py)")
 
 
 def test_weight_bytes_skip_an_untied_input_embedding_only():
