@@ -1,31 +1,41 @@
-"""Expected counts: deterministic metrics gated exactly against a committed file.
+"""Expected results: deterministic metrics gated exactly against a committed file.
 
-Graph breaks, recompiles, unique graphs and the accuracy status do not drift with load:
-for a given torch they are exact, so compiler CI pins them in a file and fails on any
-difference (PyTorch's own CI does this with its expected-results CSVs). The file for a
-suite and device lives at `results/expected/<suite>-<device>.json`:
+Status, accuracy, graph breaks, recompiles and unique graphs do not drift with load: for a
+given torch they are exact, so compiler CI pins them per model and fails on any difference,
+improvements included (PyTorch's CI does this with its expected-results CSVs). A file holds
+one *key*: a suite and a device (its name), a torch minor (recorded inside), and per
+compiler the cases (the compiler is part of every case id). Without `--file` the file is
+`results/expected/<suite>-<device>.json` under the current directory, whatever `--out`
+says: expected files are committed with the project, run files are not.
 
     compilebench run --suite smoke --device cpu
-    compilebench expected check latest          # exit 1 on any difference
+    compilebench expected check latest          # exit 1 on any difference, naming each
     compilebench expected update latest         # after an intended change: rewrite, review, commit
+    compilebench expected update latest --file my-models.json   # any run, suite or not
 
 A check covers the cases the run measured; `--complete` also fails when an expected case
-was not run (CI runs the whole suite with it).
+was not run (CI runs the whole suite with it). A run on another torch minor or device than
+the file's key fails the check (the counts legitimately differ there): re-pin with
+`update`, or keep one file per key with `--file`. `pick_workloads` (CLI `expected pick`)
+chooses one workload per model family from a file or a run: the small subset CI checks.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.analysis.breadth import family_of, one_per_family
 from harness.model.jsonfile import read_json
 from harness.model.schema import Record, Run, RunFileError, write_json_atomic
 
 EXPECTED_FORMAT = "compilebench-expected/1"
 EXPECTED_FIELDS = ("status", "accuracy", "graph_breaks", "recompiles", "graphs")
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "results" / "expected"
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "results" / "expected"  # this checkout's committed files
+CLI_DIR = Path("results") / "expected"  # the CLI's default: under the current directory, like --out's default
 
 
 class ExpectedFileError(RunFileError):
@@ -52,24 +62,60 @@ def observed(record: Record) -> dict[str, Any]:
             "graph_breaks": m.get("graph_breaks"), "recompiles": m.get("recompiles"), "graphs": m.get("graphs")}
 
 
-def run_suite_device(run: Run) -> tuple[str, str]:
-    suite = run.config.get("suite") or (run.records[0].case.suite if run.records else "")
+def torch_minor(version: str | None) -> str | None:
+    """'2.13' of '2.13.0+cpu' / '2.13.0.dev20261201'; other strings as they are."""
+    if not version:
+        return None
+    match = re.match(r"^(\d+)\.(\d+)", str(version))
+    return f"{match.group(1)}.{match.group(2)}" if match else str(version)
+
+
+@dataclass(frozen=True)
+class ExpectedKey:
+    """What an expected file pins: the suite, device and torch minor its counts hold for,
+    and the compilers it has cases of (each case id names its compiler)."""
+
+    suite: str
+    device: str
+    torch_minor: str | None
+    compilers: tuple[str, ...] = ()
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.suite}-{self.device}.json"
+
+
+def run_key(run: Run) -> ExpectedKey:
+    """The key of a run's results; suite 'adhoc' for a run of named workloads, device
+    'mixed' for a run across devices (such a run needs --file to name its file)."""
+    suite = run.config.get("suite") or next((r.case.suite for r in run.records if r.case.suite), "") or "adhoc"
     devices = sorted({r.case.device.split(":")[0] for r in run.records})
-    if not suite or suite == "adhoc":
-        raise ExpectedFileError(f"run {run.run_id} is not a suite run; pass --file to name the expected file")
-    if len(devices) != 1:
-        raise ExpectedFileError(f"run {run.run_id} spans devices {devices}; pass --file to name the expected file")
-    return suite, devices[0]
+    return ExpectedKey(str(suite), devices[0] if len(devices) == 1 else "mixed",
+                       torch_minor(run.environment.get("torch_version")),
+                       tuple(sorted({r.case.compiler for r in run.records})))
+
+
+def run_suite_device(run: Run) -> tuple[str, str]:
+    key = run_key(run)
+    if key.suite == "adhoc":
+        raise ExpectedFileError(f"run {run.run_id} is not a suite run, so it has no default expected file; "
+                                "name one with --file PATH")
+    if key.device == "mixed":
+        devices = sorted({r.case.device.split(":")[0] for r in run.records})
+        raise ExpectedFileError(f"run {run.run_id} spans devices {devices}; name the expected file with --file PATH")
+    return key.suite, key.device
 
 
 def expected_path(run: Run, directory: str | Path | None = None) -> Path:
-    suite, device = run_suite_device(run)
-    return Path(directory or DEFAULT_DIR) / f"{suite}-{device}.json"
+    """`<directory>/<suite>-<device>.json`; the CLI's directory is results/expected/."""
+    run_suite_device(run)  # a clear error for a run that has no default file
+    return Path(directory or DEFAULT_DIR) / run_key(run).file_name
 
 
 def load_expected(path: str | Path) -> dict[str, Any]:
     path = Path(path)
-    data = read_json(path, ExpectedFileError, "expected file", "create it with `compilebench expected update RUN`")
+    data = read_json(path, ExpectedFileError, "expected file",
+                     f"create it with `compilebench expected update RUN --file {path}`")
     if not isinstance(data, dict) or data.get("format") != EXPECTED_FORMAT or not isinstance(data.get("cases"), dict):
         raise ExpectedFileError(f"{path}: not a compilebench expected file (format {EXPECTED_FORMAT!r})")
     return data
@@ -79,10 +125,7 @@ def check(run: Run, path: str | Path) -> ExpectedReport:
     """Compare a run's exact metrics with the expected file."""
     data = load_expected(path)
     report = ExpectedReport(Path(path))
-    torch_version = run.environment.get("torch_version")
-    if data.get("torch") and torch_version and data["torch"] != torch_version:
-        report.warnings.append(f"expected file was written with torch {data['torch']}, this run used {torch_version}: "
-                               "counts may legitimately differ (update the file if the new values are right)")
+    report.differences += key_differences(file_key(data), run_key(run), path)
     expected_cases: dict[str, dict[str, Any]] = data["cases"]
     seen = set()
     for record in run.records:
@@ -101,9 +144,30 @@ def check(run: Run, path: str | Path) -> ExpectedReport:
     return report
 
 
+def file_key(data: dict[str, Any]) -> ExpectedKey:
+    """The key an expected file declares (files from before keys: read from its torch)."""
+    return ExpectedKey(str(data.get("suite") or "adhoc"), str(data.get("device") or "?"),
+                       data.get("torch_minor") or torch_minor(data.get("torch")),
+                       tuple(data.get("compilers") or sorted({c.split("/")[2] for c in data["cases"] if c.count("/") >= 2})))
+
+
+def key_differences(want: ExpectedKey, got: ExpectedKey, path: str | Path) -> list[str]:
+    """A torch minor or device other than the file's: its counts do not apply (a failure,
+    with the fix); a different suite is fine (case ids are what is compared)."""
+    out = []
+    fix = f"re-pin with `compilebench expected update RUN --file {path}`, or keep one file per key with --file"
+    if want.torch_minor and got.torch_minor and want.torch_minor != got.torch_minor:
+        out.append(f"key: torch minor expected {want.torch_minor!r}, got {got.torch_minor!r} "
+                   f"(graph breaks and accuracy differ across torch minors; {fix})")
+    if want.device not in ("?", "mixed") and got.device not in (want.device, "mixed"):
+        out.append(f"key: device expected {want.device!r}, got {got.device!r} ({fix})")
+    return out
+
+
 def update(runs: Sequence[Run], path: str | Path, keep_others: bool = True) -> dict[str, Any]:
     """Write the expected file from runs (later runs win); with keep_others, cases the runs
-    did not measure keep their old entries."""
+    did not measure keep their old entries. Works for any run, suite or not: the file's key
+    comes from the first run. Each entry also names its family (not checked: `pick` reads it)."""
     path = Path(path)
     cases: dict[str, Any] = {}
     if keep_others and path.exists():
@@ -112,10 +176,29 @@ def update(runs: Sequence[Run], path: str | Path, keep_others: bool = True) -> d
         for record in run.records:
             if record.status == "skipped":
                 continue  # a skip says nothing about this device: keep the old entry
-            cases[record.case_id] = observed(record)
+            cases[record.case_id] = {**observed(record), "family": family_of(record)}
     first = runs[0]
-    suite, device = run_suite_device(first)
-    data = {"format": EXPECTED_FORMAT, "suite": suite, "device": device, "torch": first.environment.get("torch_version"),
+    key = run_key(first)
+    compilers = sorted({c.split("/")[2] for c in cases if c.count("/") >= 2})
+    data = {"format": EXPECTED_FORMAT, "suite": key.suite, "device": key.device,
+            "torch": first.environment.get("torch_version"), "torch_minor": key.torch_minor, "compilers": compilers,
             "fields": list(EXPECTED_FIELDS), "cases": dict(sorted(cases.items()))}
     write_json_atomic(path, data)
     return data
+
+
+def pick_workloads(path: str | Path | None = None, runs: Sequence[Run] = (), per_family: int = 1) -> list[str]:
+    """One workload (`per_family`) per model family, from an expected file's cases (their
+    recorded families) and/or runs: the subset a CI job runs to check a suite in minutes."""
+    families: dict[str, str] = {}
+    if path is not None:
+        for case_id, entry in load_expected(path)["cases"].items():
+            workload = case_id.split("/", 1)[0]
+            if isinstance(entry, dict) and isinstance(entry.get("family"), str):
+                families[workload] = entry["family"]
+            else:
+                families.setdefault(workload, "")
+    for run in runs:
+        for record in run.records:
+            families[record.case.workload] = family_of(record)
+    return one_per_family(families, {w: f for w, f in families.items() if f}, per_family)

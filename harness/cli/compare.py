@@ -63,12 +63,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     selection_options(p)
     p.set_defaults(func=cmd_noise)
 
-    p = sub.add_parser("expected", help="check or update the committed expected counts (graph breaks, recompiles, ...)")
-    p.add_argument("action", choices=("check", "update"))
-    p.add_argument("run", nargs="+", help="run file(s), run id(s) or 'latest'")
-    p.add_argument("--file", help="expected file (default results/expected/<suite>-<device>.json)")
+    p = sub.add_parser("expected", help="check, update or pick from the committed expected results (status, "
+                       "accuracy, graph breaks, recompiles, graphs per case)",
+                       description="Expected results per model, like PyTorch CI's expected CSVs. check: exit 1 on "
+                                   "any difference from the file, improvements included, each named. update: "
+                                   "rewrite the file from the run(s). pick: one workload per model family (from "
+                                   "--file and/or runs), comma-separated for `run -w`: a small CI subset.")
+    p.add_argument("action", choices=("check", "update", "pick"))
+    p.add_argument("run", nargs="*", help="run file(s), run id(s) or 'latest' (check/update: at least one)")
+    p.add_argument("--file", help="expected file (default: results/expected/<suite>-<device>.json under the "
+                                  "current directory, whatever --out is; a run that is not a suite run needs --file)")
     p.add_argument("--complete", action="store_true", help="check: also fail when an expected case was not run")
-    p.add_argument("--out", default="results", help="results folder holding runs/")
+    p.add_argument("--per-family", type=int, default=1, help="pick: workloads per family (default 1)")
+    p.add_argument("--out", default="results", help="results folder holding runs/ (where RUN is looked up)")
     p.set_defaults(func=cmd_expected)
 
     p = sub.add_parser("import-pytest-benchmark", help="ingest pytest-benchmark JSON as a compilebench run")
@@ -336,12 +343,21 @@ def cmd_noise(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- expected, pytest-benchmark
 
 def cmd_expected(args: argparse.Namespace) -> int:
-    from harness.analysis.expected import check, expected_path, update
+    from harness.analysis.expected import CLI_DIR, check, expected_path, pick_workloads, update
     from harness.run.runner import resolve_run
 
+    if args.action != "pick" and not args.run:
+        raise CliError(f"expected {args.action} needs a run: `compilebench expected {args.action} latest`")
+    if args.per_family < 1:
+        raise CliError(f"--per-family {args.per_family}: give a positive count")
     runs = [resolve_run(ref, args.out) for ref in args.run]
-    # relative to the results folder like every other default, not to the installed package
-    path = Path(args.file) if args.file else expected_path(runs[0], Path(args.out) / "expected")
+    if args.action == "pick":
+        if not runs and not args.file:
+            raise CliError("expected pick needs --file FILE or a run to pick workloads from")
+        print(",".join(pick_workloads(args.file, runs, args.per_family)))
+        return EXIT_OK
+    # expected files are committed with the project: results/expected/ here, not under --out
+    path = Path(args.file) if args.file else expected_path(runs[0], CLI_DIR)
     if args.action == "update":
         data = update(runs, path)
         print(f"expected file written: {path} ({len(data['cases'])} cases); review and commit it")
@@ -354,14 +370,15 @@ def cmd_expected(args: argparse.Namespace) -> int:
         for line in report.differences:
             print(f"DIFFERENT {line}")
         for case_id in report.new:
-            print(f"not in expected file (add it with `compilebench expected update`): {case_id}")
+            print(f"not in expected file (add it with `compilebench expected update RUN --file {path}`): {case_id}")
         for case_id in report.missing:
             print(f"{'MISSING' if args.complete else 'not run'}: {case_id}")
         print(f"{run.run_id}: {report.checked} case(s) checked against {path}: "
               f"{len(report.differences)} difference(s), {len(report.missing)} not run, {len(report.new)} new")
         failed = failed or report.failed(args.complete)
     if failed:
-        print("expected counts differ: fix the regression, or if intended run `compilebench expected update` and commit")
+        print(f"expected results differ: fix the regression, or if intended run "
+              f"`compilebench expected update RUN --file {path}` and commit")
     return EXIT_FAILED if failed else EXIT_OK
 
 
