@@ -40,7 +40,14 @@ TEXT_TOKENS = 77  # CLIP's context length: every SD/SDXL prompt embedding is 77 
 DEFAULT_RESOLUTION = {"sdxl-unet": {"tiny": 128, "full": 1024}, "sd15-unet": {"full": 512},
                       "sdxl-vae": {"tiny": 128, "full": 1024}}
 GUIDANCE_SCALE = {"sdxl-unet": 5.0, "sd15-unet": 7.5}  # the pipelines' defaults
-OPTION_NAMES = ("resolution", "steps", "cfg", "channels_last", "fused_qkv", "weights")
+# the workload options (@workload(options=...): checked before any worker starts)
+OPTIONS: dict[str, str] = {"resolution": "image side in pixels, a multiple of 64",
+                           "steps": "denoising steps (default 30)",
+                           "cfg": "classifier-free guidance, true (default) or false",
+                           "channels_last": "channels_last memory format, true or false (default)",
+                           "fused_qkv": "fused attention projections, true or false (default)",
+                           "weights": "a local folder with real weights (save_pretrained layout)"}
+OPTION_NAMES = tuple(OPTIONS)
 VAE_SCALE = 8  # pixels per latent along each side
 
 
@@ -230,13 +237,13 @@ def _unet_factory(workload_name: str, ctx: WorkloadContext) -> Built:
 
 @workload("sdxl-unet", unit="images", batch_size=1, scenarios=("unet_step", "denoise", "train"),
           sizes=("tiny", "full"),
-          description="SDXL base 1.0 UNet (2.57 B; tiny: SDXL-shaped 1.4 M), CFG batch 2 per image")
+          description="SDXL base 1.0 UNet (2.57 B; tiny: SDXL-shaped 1.4 M), CFG batch 2 per image", options=OPTIONS)
 def sdxl_unet(ctx: WorkloadContext) -> Built:
     return _unet_factory("sdxl-unet", ctx)
 
 
 @workload("sd15-unet", unit="images", batch_size=1, scenarios=("unet_step", "denoise", "train"), sizes=("full",),
-          description="Stable Diffusion 1.5 UNet (860 M), CFG batch 2 per image, 512 px")
+          description="Stable Diffusion 1.5 UNet (860 M), CFG batch 2 per image, 512 px", options=OPTIONS)
 def sd15_unet(ctx: WorkloadContext) -> Built:
     return _unet_factory("sd15-unet", ctx)
 
@@ -259,7 +266,8 @@ def _vae_decoder_module(vae: Any) -> Any:
 
 
 @workload("sdxl-vae", unit="images", batch_size=1, scenarios=("vae_decode",), sizes=("tiny", "full"),
-          description="SDXL VAE decoder: 4 x 128 x 128 latents to a 1024 px image (tiny: same blocks, narrow)")
+          description="SDXL VAE decoder: 4 x 128 x 128 latents to a 1024 px image (tiny: same blocks, narrow)",
+          options=OPTIONS)
 def sdxl_vae(ctx: WorkloadContext) -> Built:
     opts = parse_options(ctx.options, DEFAULT_RESOLUTION["sdxl-vae"][ctx.size])
     vae = build_model("sdxl-vae", ctx, opts)

@@ -39,6 +39,7 @@ from harness.model.scenarios import Prepared, scenario
 from harness.model.workloads import Built, Workload, WorkloadContext
 from suites.diffusion import (
     CONFIG_DIR,
+    OPTIONS,
     DiffusionOptionError,
     DiffusionOptions,
     build_model,
@@ -156,7 +157,8 @@ def build_pipeline(ctx: WorkloadContext, opts: PipelineOptions) -> Any:
 
 @workload("sdxl-pipeline", unit="images", batch_size=1, scenarios=("text2image",), sizes=("tiny", "full"),
           description="SDXL base text-to-image: CLIP-L + OpenCLIP-bigG text encoders, 30-step Euler denoise "
-                      "with CFG, VAE decode, 1024 px (tiny: 64 px, 2-level UNet)")
+                      "with CFG, VAE decode, 1024 px (tiny: 64 px, 2-level UNet)",
+          options={**OPTIONS, "attention": "sdpa (default) or vanilla attention processor"})
 def sdxl_pipeline(ctx: WorkloadContext) -> Built:
     import torch
 

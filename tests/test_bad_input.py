@@ -176,3 +176,105 @@ def test_bad_thresholds_through_compare_cli(capsys, tmp_path):
     assert str(bad) in line and "not a threshold" in line
     line = _usage_error(capsys, ["compare", str(V1_RUN), str(tmp_path / "missing.json")])
     assert "missing.json" in line
+
+
+# ---------------------------------------------------------------- validation at the edge (issue 23, item 7)
+
+def _refused(capsys, tmp_path, argv: list[str]) -> str:
+    """Exit 2 (argparse's own or ours), one line, nothing written under --out; returns the line."""
+    out = tmp_path / "o"
+    try:
+        code = cli.main([*argv, "--out", str(out)])
+    except SystemExit as exc:  # argparse exits itself
+        code = exc.code
+    assert code == cli.EXIT_USAGE, argv
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].startswith("compilebench: error: "), err
+    assert "Traceback" not in err[0]
+    assert _files(out) == [], argv  # no run file, journal or history
+    return err[0]
+
+
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--timeout", "0"), ("--timeout", "-5"), ("--timeout", "nan"), ("--timeout", "inf"),
+    ("--min-time", "-1"), ("--min-time", "nan"), ("--min-time", "inf"),
+    ("--min-samples", "0"), ("--min-samples", "-3"), ("--min-samples", "1.5"),
+    ("--warmup", "-1"), ("--warmup", "x"),
+])
+def test_run_timing_options_are_checked_before_anything_runs(capsys, tmp_path, flag, value):
+    line = _refused(capsys, tmp_path, ["run", "-w", "mlp-classic", "-c", "eager", flag, value])
+    assert flag in line and value in line
+
+
+@pytest.mark.parametrize("argv", [
+    ["ab", "--base-python", sys.executable, "--head-python", sys.executable, "-w", "mlp-classic", "--timeout", "0"],
+    ["noise", "-w", "mlp-classic", "--min-samples", "0"],
+    ["coldstart", "-w", "mlp-classic", "--timeout", "-1"],
+    ["sweep", "-w", "mlp-classic", "--steady-calls", "0"],
+    ["distributed", "--timeout", "0"],
+])
+def test_the_same_checks_in_every_command_that_runs_workers(capsys, tmp_path, argv):
+    assert "is not" in _refused(capsys, tmp_path, argv)
+
+
+def test_an_option_the_workload_does_not_declare_names_its_options(capsys, tmp_path):
+    line = _refused(capsys, tmp_path, ["run", "-w", "mlp-classic", "--option", "resolution=abc"])
+    assert "workload mlp-classic has no option 'resolution'" in line and "its options: none" in line
+    line = _refused(capsys, tmp_path, ["run", "-w", "gpt2", "--option", "prompt_length=8"])
+    assert "gpt2 has no option 'prompt_length'" in line and "did you mean prompt_len" in line
+    assert "new_tokens" in line  # the declared ones are listed
+    line = _refused(capsys, tmp_path, ["run", "--suite", "diffusion", "--option", "prompt_len=3"])
+    assert "no workload of the selection has option 'prompt_len'" in line and "sdxl-vae: " in line
+
+
+def test_a_suite_option_goes_only_to_the_workloads_that_declare_it():
+    from harness.run.runner import RunOptions, plan_cases
+
+    cases, _ = plan_cases(RunOptions(suite="smoke", options={"new_tokens": 4}))
+    by_workload = {c.workload: dict(c.options) for c in cases}
+    assert by_workload["llama-3.1-8b"] == {"new_tokens": 4}
+    assert by_workload["mlp-classic"] == {}  # not written into an MLP's case id
+    assert all("new_tokens" not in c.case_id for c in cases if c.workload.startswith("mlp"))
+
+
+def test_declared_options_match_what_the_suites_read():
+    from harness.model.workloads import WORKLOADS
+    from harness.run.runner import load_registries
+    from suites import diffusion, llm
+
+    load_registries([])
+    assert set(WORKLOADS["gpt2"].options) == set(llm.KNOWN_OPTIONS)
+    assert set(WORKLOADS["sdxl-unet"].options) == set(diffusion.OPTION_NAMES) == set(WORKLOADS["sdxl-vae"].options)
+    assert set(WORKLOADS["sdxl-pipeline"].options) == {*diffusion.OPTION_NAMES, "attention"}
+    assert WORKLOADS["mlp-classic"].options == {}
+
+
+def test_suite_with_a_workload_it_lacks_names_the_suites_workloads(capsys, tmp_path):
+    line = _refused(capsys, tmp_path, ["run", "--suite", "smoke", "-w", "mlp-classic,ux-mlp"])
+    assert "suite 'smoke' has no workload 'ux-mlp'" in line and "mlp-classic, mlp-deep" in line
+
+
+def test_a_workload_file_that_redefines_a_built_in_is_refused_unless_asked(capsys, tmp_path):
+    from harness.model.workloads import WORKLOADS
+
+    user = tmp_path / "mine.py"
+    user.write_text("import torch\nfrom harness import workload\n\n"
+                    "@workload('mlp-classic', scenarios=('forward',))\n"
+                    "def fake(ctx):\n    return torch.nn.Linear(3, 3), (torch.randn(2, 3),)\n\n"
+                    "@workload('mine-extra', scenarios=('forward',))\n"
+                    "def extra(ctx):\n    return torch.nn.Linear(3, 3), (torch.randn(2, 3),)\n")
+    line = _refused(capsys, tmp_path, ["run", "--workload-file", str(user), "-c", "eager"])
+    assert "redefines workload 'mlp-classic' (from suites.mlp)" in line and "--override-workloads" in line
+    assert WORKLOADS["mlp-classic"].source == "suites.mlp" and "mine-extra" not in WORKLOADS  # nothing half-loaded
+    from harness.run.runner import RunOptions, plan_cases
+
+    cases, _ = plan_cases(RunOptions(workload_files=[str(user)], override_workloads=True, compilers=["eager"],
+                                     devices=["cpu"]))
+    assert {c.workload for c in cases} == {"mlp-classic", "mine-extra"}
+    assert WORKLOADS["mlp-classic"].source.startswith("compilebench_user_")
+    import importlib
+
+    import suites.mlp
+
+    importlib.reload(suites.mlp)  # give later tests the built-in back
+    assert WORKLOADS["mlp-classic"].source == "suites.mlp"

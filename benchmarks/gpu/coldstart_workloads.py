@@ -25,7 +25,7 @@ class Logits(torch.nn.Module):
         return self.lm(input_ids=input_ids, use_cache=False).logits
 
 
-@workload("gpt2-prefill-logits", unit="tokens", batch_size=1, scenarios=("forward",),
+@workload("gpt2-prefill-logits", unit="tokens", batch_size=1, scenarios=("forward",), options=("prompt_len",),
           description="GPT-2 forward over a prompt, logits only (cold-start table)")
 def gpt2_prefill_logits(ctx):
     from suites.llm import FAMILIES, build_config, build_model, config_path, load_config_dict

@@ -12,7 +12,8 @@ bad input (one line on stderr: the problem and the fix); 3 the harness could not
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness.model.errors import HarnessError, UserError
@@ -25,7 +26,12 @@ EXIT_CODES_HELP = ("exit codes: 0 ok; 1 a case failed or a regression was found;
                    "COMPILEBENCH_DEBUG=1 or --debug shows the traceback of an error.")
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_HARNESS", "EXIT_INTERRUPTED", "EXIT_CODES_HELP", "CliError",
-           "HarnessError", "UserError", "split_values", "batch_sizes", "Parser"]
+           "HarnessError", "UserError", "split_values", "batch_sizes", "Parser", "positive_seconds",
+           "non_negative_seconds", "positive_int", "non_negative_int", "OVERRIDE_WORKLOADS_HELP"]
+
+OVERRIDE_WORKLOADS_HELP = ("let a --workload-file replace a workload already registered under the same name (a "
+                           "built-in): without it that is an error, since its numbers would go into the history "
+                           "under the built-in's name")
 
 
 class CliError(UserError):
@@ -48,6 +54,28 @@ def batch_sizes(values: Sequence[str]) -> list[int]:
             raise CliError(f"--batch-size {v!r} is not a positive integer")
         out.append(int(v))
     return out
+
+
+def _number(kind: Callable[[str], float], test: Callable[[float], bool], want: str, example: str) -> Callable[[str], float]:
+    """An argparse `type=`: the value parsed and checked at the edge, before anything runs;
+    a bad one is argparse's one-line usage error (exit 2) saying what is wanted."""
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {want}, e.g. {example}") from None
+        if not (math.isfinite(value) and test(value)):
+            raise argparse.ArgumentTypeError(f"{text} is not {want}, e.g. {example}")
+        return value
+
+    parse.__name__ = want  # argparse names the type in some messages
+    return parse
+
+
+positive_seconds = _number(float, lambda v: v > 0, "a positive number of seconds", "600")
+non_negative_seconds = _number(float, lambda v: v >= 0, "a number of seconds >= 0", "0.5")
+positive_int = _number(int, lambda v: v >= 1, "an integer >= 1", "5")
+non_negative_int = _number(int, lambda v: v >= 0, "an integer >= 0", "3")
 
 
 class Parser(argparse.ArgumentParser):

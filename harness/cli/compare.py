@@ -13,7 +13,16 @@ from pathlib import Path
 
 from harness.analysis.compare import METRICS, Comparison, compare_runs
 from harness.analysis.verdicts import DEFAULT_FAIL_ON, VERDICT_ORDER, Verdict, parse_verdict
-from harness.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CliError
+from harness.cli.common import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    OVERRIDE_WORKLOADS_HELP,
+    CliError,
+    non_negative_seconds,
+    positive_int,
+    positive_seconds,
+)
 from harness.model.schema import Run, RunFileError
 
 GATE_FAIL_ON = (*DEFAULT_FAIL_ON, Verdict.MISSING)  # a PR gate must not let a case disappear quietly
@@ -117,6 +126,7 @@ def selection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", help="named suite, e.g. smoke")
     p.add_argument("--workload", "-w", action="append", help="workload name(s)")
     p.add_argument("--workload-file", action="append", default=[], help="load @workload factories from this .py file")
+    p.add_argument("--override-workloads", action="store_true", help=OVERRIDE_WORKLOADS_HELP)
     p.add_argument("--scenario", action="append", help="scenario(s)")
     p.add_argument("--compiler", "-c", action="append", help="compiler config name(s)")
     p.add_argument("--device", action="append", help="device(s)")
@@ -125,9 +135,9 @@ def selection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", action="append", help="tiny or full")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="workload option, e.g. new_tokens=16 (repeatable; as for `run`)")
-    p.add_argument("--timeout", type=float, help="seconds per case")
-    p.add_argument("--min-time", type=float, help="minimum timed seconds per case")
-    p.add_argument("--min-samples", type=int, help="minimum samples per variant")
+    p.add_argument("--timeout", type=positive_seconds, help="seconds per case, > 0")
+    p.add_argument("--min-time", type=non_negative_seconds, help="minimum timed seconds per case")
+    p.add_argument("--min-samples", type=positive_int, help="minimum samples per variant, >= 1")
     p.add_argument("--out", default="results", help="output folder")
     p.add_argument("--label", default="", help="label stored in the runs")
 
@@ -238,7 +248,8 @@ def run_options_from(args: argparse.Namespace):
                       scenarios=split_values(args.scenario), compilers=split_values(args.compiler), devices=split_values(args.device),
                       dtypes=split_values(args.dtype), batch_sizes=batch_sizes(split_values(args.batch_size)),
                       sizes=split_values(args.size), timeout_s=args.timeout, out_dir=args.out, label=args.label,
-                      policy=policy, ingest=False, options=dict(parse_option(o) for o in args.option))
+                      policy=policy, ingest=False, options=dict(parse_option(o) for o in args.option),
+                      override_workloads=args.override_workloads)
     if hasattr(args, "trace"):  # ab and bisect have the diagnostic options; noise and versions do not
         from harness.cli.diagnostics import diagnostic_run_options
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.cli.common import positive_int, positive_seconds
 from harness.model.errors import UserError
 
 
@@ -32,13 +33,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workload", "-w", default="mlp-deep")
     p.add_argument("--workload-file", action="append", default=[])
     p.add_argument("--size", default="tiny")
-    p.add_argument("--batch-size", type=int)
+    p.add_argument("--batch-size", type=positive_int)
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--rows", help="comma list of rows (default: all): jit_cold,jit_warm,mega_cache,aot_compile,"
                                   "aot_compile_warm,aoti")
-    p.add_argument("--steady-calls", type=int, default=30)
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per process")
+    p.add_argument("--steady-calls", type=positive_int, default=30)
+    p.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds per process, > 0")
     p.add_argument("--workdir", metavar="DIR", help="keep artifacts, caches and each row's result JSON here "
                                                      "(default: a temporary folder, removed at the end)")
     p.add_argument("--json", metavar="PATH", help="also write the full result as JSON")
@@ -55,9 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policies", help="comma list (default: all): static,automatic,dynamic,mark_dynamic")
     p.add_argument("--backend", default="inductor", help="torch._dynamo backend, e.g. inductor or aot_eager")
     p.add_argument("--triggers", help="extra recompile triggers after the sweep: dtype,device")
-    p.add_argument("--recompile-limit", type=int, help="Dynamo recompile_limit (default: torch's, 8)")
-    p.add_argument("--steady-calls", type=int, default=10)
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per process")
+    p.add_argument("--recompile-limit", type=positive_int, help="Dynamo recompile_limit (default: torch's, 8)")
+    p.add_argument("--steady-calls", type=positive_int, default=10)
+    p.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds per process, > 0")
     p.add_argument("--json", metavar="PATH", help="also write the full result as JSON")
     p.set_defaults(func=cmd_sweep)
 

@@ -14,7 +14,7 @@ from typing import Any
 from harness.cli.common import EXIT_OK
 
 
-def catalog(workload_files: list[str], compiler_files: list[str]) -> dict[str, Any]:
+def catalog(workload_files: list[str], compiler_files: list[str], override: bool = False) -> dict[str, Any]:
     """Everything `list` shows, as plain data (the --json output)."""
     from compiler import COMPILERS, load_compiler_files
     from harness.measure.devices import DEVICE_TYPES, present_devices
@@ -23,7 +23,7 @@ def catalog(workload_files: list[str], compiler_files: list[str]) -> dict[str, A
     from harness.run.runner import load_registries
     from suites import SUITES
 
-    load_registries(workload_files)
+    load_registries(workload_files, override)
     load_compiler_files(compiler_files)
     present = present_devices()
     return {
@@ -98,7 +98,7 @@ def print_tables(data: dict[str, Any], console: Any = None) -> None:
 def cmd_list(args: Any) -> int:
     import sys
 
-    data = catalog(args.workload_file, args.compiler_file)
+    data = catalog(args.workload_file, args.compiler_file, args.override_workloads)
     if args.json:
         print(json.dumps(data, indent=1))
     elif sys.stdout.isatty():

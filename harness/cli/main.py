@@ -29,9 +29,14 @@ from harness.cli.common import (  # noqa: F401 - EXIT_* and CliError: the CLI's 
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
+    OVERRIDE_WORKLOADS_HELP,
     CliError,
     Parser,
     batch_sizes,
+    non_negative_int,
+    non_negative_seconds,
+    positive_int,
+    positive_seconds,
     split_values,
 )
 from harness.cli.listing import cmd_list
@@ -51,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list", help="list suites, workloads, scenarios, compilers and devices present here")
     p.add_argument("--workload-file", action="append", default=[], help="also load workloads from this .py file")
+    p.add_argument("--override-workloads", action="store_true", help=OVERRIDE_WORKLOADS_HELP)
     p.add_argument("--compiler-file", action="append", default=[], help="also load named compiler configs from this TOML file")
     p.add_argument("--json", action="store_true", help="print the catalog as one JSON object")
     p.set_defaults(func=cmd_list)
@@ -63,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", help="named suite (see `compilebench list`), e.g. smoke")
     p.add_argument("--workload", "-w", action="append", help="workload name (repeatable or comma list)")
     p.add_argument("--workload-file", action="append", default=[], help="load @workload factories from this .py file")
+    p.add_argument("--override-workloads", action="store_true", help=OVERRIDE_WORKLOADS_HELP)
     p.add_argument("--compiler-file", action="append", default=[], help="load named compiler configs from this TOML file")
     p.add_argument("--scenario", action="append", help="scenario(s), e.g. forward,train (default: the workload's)")
     p.add_argument("--compiler", "-c", action="append", help="compiler config name(s) (default: the suite's, else inductor)")
@@ -73,10 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="workload option, e.g. resolution=1024, prompt_len=128, new_tokens=16 (repeatable; "
                         "overrides the suite's; see docs/LLM.md and docs/DIFFUSION.md)")
-    p.add_argument("--timeout", type=float, help="seconds per case before its worker is killed (default: suite's)")
-    p.add_argument("--min-time", type=float, help="minimum timed seconds per case (with --min-samples)")
-    p.add_argument("--min-samples", type=int, help="minimum samples per variant")
-    p.add_argument("--warmup", type=int, help="untimed calls per variant before sampling (default: the suite's, else 3)")
+    p.add_argument("--timeout", type=positive_seconds,
+                   help="seconds per case before its worker is killed, > 0 (default: the suite's, else 600)")
+    p.add_argument("--min-time", type=non_negative_seconds, help="minimum timed seconds per case (with --min-samples)")
+    p.add_argument("--min-samples", type=positive_int, help="minimum samples per variant, >= 1")
+    p.add_argument("--warmup", type=non_negative_int,
+                   help="untimed calls per variant before sampling, >= 0 (default: the suite's, else 3)")
     p.add_argument("--out", default="results", help="output folder (run file in OUT/runs/, history in OUT/history.sqlite)")
     p.add_argument("--label", default="", help="free-text label stored in the run")
     p.add_argument("--no-ingest", action="store_true", help="do not add the run to OUT/history.sqlite")
@@ -118,8 +127,8 @@ def _policy_overrides(args: argparse.Namespace) -> dict:
 
 
 # options that choose what to run: --resume takes them from the run's journal instead
-_SELECTION_OPTIONS = ("suite", "workload", "scenario", "compiler", "device", "dtype", "batch_size", "size", "timeout",
-                      "min_time", "min_samples", "max_memory_gb", "label", "shard", "shard_costs", "trace",
+_SELECTION_OPTIONS = ("suite", "workload", "override_workloads", "scenario", "compiler", "device", "dtype",
+                      "batch_size", "size", "timeout", "min_time", "min_samples", "max_memory_gb", "label", "shard", "shard_costs", "trace",
                       "trace_max_mb", "warm_compile")
 
 
@@ -172,6 +181,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         shard_costs=args.shard_costs,
         gpus=parse_gpus(args.gpus or []),
         options=dict(parse_option(o) for o in args.option),
+        override_workloads=args.override_workloads,
         **diagnostic_run_options(args),
     )
     if not opts.suite and not opts.compilers:

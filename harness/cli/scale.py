@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.cli.common import non_negative_int, positive_int, positive_seconds
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("merge", help="combine run files from many machines/shards into one run file",
@@ -23,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("distributed", help="DDP/FSDP2 training steps of compiled modules under torchrun",
                        description="Each strategy x compiler is one torchrun launch (fresh Inductor cache). "
                                    "gloo on CPU, nccl on CUDA GPUs (one process per GPU).")
-    p.add_argument("--nproc", type=int, default=2, help="processes (ranks) per launch (default 2)")
+    p.add_argument("--nproc", type=positive_int, default=2, help="processes (ranks) per launch (default 2)")
     p.add_argument("--backend", default="gloo", help="gloo (CPU) or nccl (CUDA)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cpu for gloo, cuda for nccl)")
     p.add_argument("--strategy", action="append", help="ddp, fsdp2 (repeatable or comma list; default both)")
@@ -31,10 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workload", "-w", default="mlp-deep", help="workload to train (default mlp-deep)")
     p.add_argument("--size", default="tiny", help="tiny or full")
     p.add_argument("--dtype", default="float32")
-    p.add_argument("--batch-size", type=int, help="per-rank batch size (default: the workload's)")
-    p.add_argument("--steps", type=int, default=10, help="timed steps per variant (fixed: ranks must agree)")
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per launch before it is killed")
+    p.add_argument("--batch-size", type=positive_int, help="per-rank batch size (default: the workload's)")
+    p.add_argument("--steps", type=positive_int, default=10, help="timed steps per variant (fixed: ranks must agree)")
+    p.add_argument("--warmup", type=non_negative_int, default=2)
+    p.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds per launch before it is killed, > 0")
     p.add_argument("--out", default="results")
     p.add_argument("--label", default="")
     p.add_argument("--no-ingest", action="store_true")

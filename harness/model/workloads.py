@@ -38,6 +38,10 @@ class WorkloadFileError(UserError, ValueError):
     pass
 
 
+class UnknownOptionError(UserError, ValueError):
+    """An --option (or a suite entry's option) that the workload does not declare."""
+
+
 @dataclass(frozen=True)
 class WorkloadContext:
     """What a factory is asked to build for. `options` carries workload-specific knobs
@@ -81,6 +85,7 @@ class Workload:
     optimizer: str = "adamw"
     description: str = ""
     source: str = ""  # module or file it came from
+    options: Mapping[str, str] = field(default_factory=dict)  # option name -> what it sets (None declared: none)
 
     def build(self, ctx: WorkloadContext) -> Built:
         produced = self.factory(ctx)
@@ -118,8 +123,14 @@ def workload(
     loss: Callable[[Any], Any] | None = None,
     optimizer: str = "adamw",
     description: str = "",
+    options: Mapping[str, str] | Sequence[str] = (),
 ) -> Callable[[Callable], Callable]:
-    """Register `factory(ctx)` as workload `name`. Returns the factory unchanged."""
+    """Register `factory(ctx)` as workload `name`. Returns the factory unchanged.
+
+    `options`: the `ctx.options` keys the factory reads, name -> one line on what it sets
+    (or just the names). They are checked before any worker starts: an --option or suite
+    option the workload does not declare is a one-line error naming the ones it has, so a
+    typo never runs (and never lands in a case id). A workload that declares none takes none."""
     bad = [s for s in sizes if s not in SIZES]
     if bad:
         raise ValueError(f"workload {name!r}: unknown size(s) {bad}; sizes are {SIZES}")
@@ -137,6 +148,7 @@ def workload(
             optimizer=optimizer,
             description=description or (factory.__doc__ or "").strip().split("\n")[0],
             source=getattr(factory, "__module__", ""),
+            options=dict(options) if isinstance(options, Mapping) else dict.fromkeys(options, ""),
         )
         return factory
 
@@ -154,6 +166,37 @@ def get_workload(name: str) -> Workload:
         ) from None
 
 
+def _declared(wl: Workload) -> str:
+    return ", ".join(sorted(wl.options)) if wl.options else "none"
+
+
+def check_options(wl: Workload, options: Mapping[str, Any]) -> None:
+    """Every key must be one the workload declares (UnknownOptionError names them)."""
+    unknown = sorted(set(options) - set(wl.options))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], wl.options, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise UnknownOptionError(f"workload {wl.name} has no option {unknown[0]!r}{hint}; its options: {_declared(wl)}")
+
+
+def options_for(wl: Workload, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The command-line options that apply to `wl`: those it declares. A selection of several
+    workloads (a suite) takes an option meant for some of them; check_selection_options makes
+    sure each key is meant for at least one."""
+    return {k: v for k, v in overrides.items() if k in wl.options}
+
+
+def check_selection_options(workloads: Sequence[Workload], overrides: Mapping[str, Any]) -> None:
+    """Each --option key must be declared by at least one workload of the selection."""
+    if len(workloads) == 1:
+        check_options(workloads[0], overrides)
+        return
+    for key in overrides:
+        if not any(key in wl.options for wl in workloads):
+            declared = "; ".join(f"{wl.name}: {_declared(wl)}" for wl in workloads)
+            raise UnknownOptionError(f"--option {key}: no workload of the selection has option {key!r} ({declared})")
+
+
 def import_workload_module(module: str) -> None:
     importlib.import_module(module)
 
@@ -164,19 +207,23 @@ def import_workloads(spec: Mapping[str, Any]) -> None:
     for module in spec.get("workload_modules", []):
         import_workload_module(module)
     for path in spec.get("workload_files", []):
-        load_workload_file(path)
+        load_workload_file(path, override=True)  # the parent already refused an unwanted override
 
 
-def load_workload_file(path: str | Path) -> list[str]:
+def load_workload_file(path: str | Path, override: bool = False) -> list[str]:
     """Import a user's Python file so its @workload factories register. Returns the names it
     added. The module gets a stable name derived from the path so a worker process that
-    imports the same file registers the same workloads."""
+    imports the same file registers the same workloads.
+
+    A file that redefines a workload already registered (a built-in, or another file's) is
+    refused unless `override` (--override-workloads): its numbers would otherwise go into the
+    history under the built-in's name without anyone asking for it."""
     path = Path(path).resolve()
     if not path.is_file():
         raise WorkloadFileError(f"--workload-file {path}: no such file; pass the path of a .py file")
     if path.suffix != ".py":
         raise WorkloadFileError(f"--workload-file {path}: not a .py file; pass a Python file with @workload factories")
-    before = set(WORKLOADS)
+    before = dict(WORKLOADS)
     mod_name = "compilebench_user_" + "".join(c if c.isalnum() else "_" for c in path.stem) + "_" + hashlib.sha1(str(path).encode()).hexdigest()[:8]
     if mod_name in sys.modules:
         return sorted(n for n in WORKLOADS if WORKLOADS[n].source == mod_name)
@@ -190,7 +237,16 @@ def load_workload_file(path: str | Path) -> list[str]:
     except Exception as exc:  # a user's file: report where, not a traceback
         del sys.modules[mod_name]
         raise WorkloadFileError(f"--workload-file {path}: importing it raised {type(exc).__name__}: {exc}") from exc
-    added = sorted(set(WORKLOADS) - before)
+    replaced = sorted(n for n in before if WORKLOADS[n] is not before[n])
+    if replaced and not override:
+        WORKLOADS.clear()  # the registry as it was, and the file not imported: nothing half-loaded
+        WORKLOADS.update(before)
+        del sys.modules[mod_name]
+        name = replaced[0]
+        raise WorkloadFileError(f"--workload-file {path} redefines workload {name!r} (from {before[name].source}); "
+                                "rename it, or pass --override-workloads to replace it (its results then go into "
+                                "the history under that name)")
+    added = sorted(set(WORKLOADS) - set(before)) + replaced
     if not added:
         raise WorkloadFileError(f"--workload-file {path}: defines no workloads; decorate a factory with @workload('name')")
     return added

@@ -67,6 +67,7 @@ class RunOptions:
     trace: bool = False  # TORCH_TRACE log (+ tlparse HTML) per case under <out>/traces/<run_id>/ (harness/run/traces.py)
     trace_max_mb: float | None = None  # per-case trace cap (default traces.DEFAULT_TRACE_MAX_MB)
     warm_compile: bool = False  # a second compile per case in a fresh process on the populated cache
+    override_workloads: bool = False  # a --workload-file may replace a built-in workload of the same name
 
 
 def workload_modules() -> list[str]:
@@ -75,13 +76,13 @@ def workload_modules() -> list[str]:
     return list(WORKLOAD_MODULES)
 
 
-def load_registries(workload_files: Sequence[str]) -> None:
+def load_registries(workload_files: Sequence[str], override: bool = False) -> None:
     from harness.model.workloads import import_workload_module, load_workload_file
 
     for module in workload_modules():
         import_workload_module(module)
     for path in workload_files:
-        load_workload_file(path)
+        load_workload_file(path, override=override)
 
 
 def _resolve_devices(devices: Sequence[str]) -> list[str]:
@@ -101,7 +102,7 @@ def plan_cases(opts: RunOptions) -> tuple[list[Case], dict[str, Any]]:
     from harness.model.workloads import get_workload
     from suites import SuiteEntry, get_suite
 
-    load_registries(opts.workload_files)
+    load_registries(opts.workload_files, opts.override_workloads)
     for name in opts.compilers:
         get_compiler(name)
     for dtype in opts.dtypes:
@@ -118,7 +119,14 @@ def plan_cases(opts: RunOptions) -> tuple[list[Case], dict[str, Any]]:
         suite = get_suite(opts.suite)
         entries = list(suite.entries)
         policy = dict(suite.policy)
-        if opts.workloads:  # --suite + --workload narrows the suite
+        if opts.workloads:  # --suite + --workload narrows the suite; a name it lacks is a typo, not a no-op
+            from harness.model.workloads import UnknownWorkloadError
+
+            in_suite = list(dict.fromkeys(w for e in entries for w in e.workloads))
+            lacking = [w for w in opts.workloads if w not in in_suite]
+            if lacking:
+                raise UnknownWorkloadError(f"suite {opts.suite!r} has no workload {lacking[0]!r}; its workloads: "
+                                           f"{', '.join(in_suite)} (drop --suite to run it on its own)")
             entries = [SuiteEntry(**{**e.__dict__, "workloads": tuple(w for w in e.workloads if w in opts.workloads)})
                        for e in entries]
             entries = [e for e in entries if e.workloads]
@@ -136,11 +144,17 @@ def plan_cases(opts: RunOptions) -> tuple[list[Case], dict[str, Any]]:
     else:
         raise PlanError("nothing to run: pass --suite NAME (e.g. --suite smoke) or --workload NAME")
 
+    from harness.model.workloads import check_options, check_selection_options, options_for
+
+    check_selection_options([get_workload(w) for w in dict.fromkeys(w for e in entries for w in e.workloads)],
+                            opts.options)  # before any worker: a typo never runs or lands in a case id
     cases: list[Case] = []
     seen: set[str] = set()
     for entry in entries:
         for wname in entry.workloads:
             wl = get_workload(wname)
+            check_options(wl, dict(entry.options))
+            options = merge_options(entry.options, options_for(wl, opts.options))
             scenarios = opts.scenarios or list(entry.scenarios or wl.scenarios)
             for sc in scenarios:
                 from harness.model.scenarios import get_scenario
@@ -157,7 +171,7 @@ def plan_cases(opts: RunOptions) -> tuple[list[Case], dict[str, Any]]:
                                 if size not in wl.sizes:
                                     continue
                                 for bs in opts.batch_sizes or entry.batch_sizes or (wl.batch_size,):
-                                    case = Case(wname, sc, comp, dev, dtype, int(bs), size, suite_name, merge_options(entry.options, opts.options))
+                                    case = Case(wname, sc, comp, dev, dtype, int(bs), size, suite_name, options)
                                     if case.case_id not in seen:
                                         seen.add(case.case_id)
                                         cases.append(case)
@@ -461,7 +475,7 @@ def _resume(ref: str, out_dir: str | Path, progress: ProgressFn | None, environm
         state = journal.read()
         opts = RunOptions(**{k: v for k, v in state.header["options"].items() if k in RunOptions.__dataclass_fields__})
         opts.out_dir = str(path.parent.parent)
-        load_registries(opts.workload_files)
+        load_registries(opts.workload_files, opts.override_workloads)
         cases = state.planned_cases()
         env = environment if environment is not None else capture_environment(sorted({c.device for c in cases}))
         run = Run(run_id=state.run_id, created_at=str(state.header["created_at"]), label=str(state.header["label"]),
