@@ -33,7 +33,7 @@ import re
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -213,6 +213,9 @@ def load_frames(db: str | Path):
 def _group_series(df, run_index: dict[str, int]) -> list[dict[str, Any]]:
     """One series per device x compiler x suite, one point per run that has cases in the group."""
     df = df.assign(suite=df["suite"].fillna("").replace("", "adhoc"))
+    for column in ("speedup", "compression_ratio", "compile_time_s"):
+        # a column no record filled comes back from SQLite as object dtype (all None): np.log refuses it
+        df[column] = df[column].astype(float)
     ok = df["status"] == "ok"
     df = df.assign(
         log_speedup=np.log(df["speedup"].where(ok & (df["speedup"] > 0))),
@@ -321,6 +324,90 @@ def _flag_series(series: dict[str, Any], specs: Sequence[MetricSpec], opts: Dash
     return found
 
 
+@dataclass(frozen=True)
+class StartedFailing:
+    """A case ok on its group's previous night that fails on the group's latest night."""
+
+    case_id: str
+    workload: str
+    suite: str
+    device: str
+    compiler: str
+    status: str
+    night: int  # index into the nights
+    previous_night: int
+    reason: str = ""
+    href: str = ""
+
+
+def started_failing(by_workload: dict[str, list[dict[str, Any]]], latest: dict[tuple[str, str, str], int]) -> list[StartedFailing]:
+    """Cases whose series ends on their group's latest night with a failure right after an ok
+    night: what broke tonight, before two bad nights make it an open regression."""
+    out = []
+    for workload, series_list in by_workload.items():
+        for s in series_list:
+            x, status = s["x"], s["status"]
+            group_latest = latest.get((s["device"], s["compiler"], s["suite"]))
+            if len(x) >= 2 and x[-1] == group_latest and status[-1] != "ok" and status[-2] == "ok":
+                out.append(StartedFailing(s["case_id"], workload, s["suite"], s["device"], s["compiler"], status[-1],
+                                          x[-1], x[-2], href=f"workloads/{_slug(workload)}.html"))
+    return sorted(out, key=lambda f: (f.suite, f.device, f.compiler, f.case_id))
+
+
+def _with_reasons(db: str | Path, found: list[StartedFailing], run_ids: list[str]) -> list[StartedFailing]:
+    """The exception type and first message line of each failure, from the stored record."""
+    if not found:
+        return found
+    out = []
+    with HistoryStore(db) as store:
+        for f in found:
+            row = store.conn.execute(
+                "SELECT json_extract(record_json, '$.error.type'), json_extract(record_json, '$.error.message') "
+                "FROM records WHERE run_id = ? AND case_id = ?", (run_ids[f.night], f.case_id)).fetchone()
+            kind, message = (row or (None, None))
+            first = (message or "").strip().splitlines()[0][:160] if (message or "").strip() else ""
+            out.append(replace(f, reason=": ".join(p for p in (kind, first) if p)))
+    return out
+
+
+@dataclass(frozen=True)
+class SuiteNight:
+    """One suite x device x compiler on its latest night, beside the night before."""
+
+    suite: str
+    device: str
+    compiler: str
+    anchor: str
+    cases: int
+    pass_rate: float | None
+    pass_rate_prev: float | None
+    geomean: float | None
+    geomean_prev: float | None
+    started_failing: int
+    night: int
+
+    @property
+    def ok(self) -> int:
+        return round((self.pass_rate or 0.0) * self.cases)
+
+
+def _previous(values: list[float | None]) -> float | None:
+    return values[-2] if len(values) >= 2 else None
+
+
+def suite_summary(groups: list[dict[str, Any]], failing: list[StartedFailing]) -> list[SuiteNight]:
+    """Per suite x device x compiler: the latest night's pass rate and geomean speedup beside
+    the previous night's, and how many cases started failing tonight (the index's top table)."""
+    count: dict[tuple[str, str, str], int] = {}
+    for f in failing:
+        count[(f.suite, f.device, f.compiler)] = count.get((f.suite, f.device, f.compiler), 0) + 1
+    rows = [SuiteNight(g["suite"], g["device"], g["compiler"], _group_anchor(g), g["cases"],
+                       g["metrics"]["pass_rate"][-1], _previous(g["metrics"]["pass_rate"]),
+                       g["metrics"]["geomean_speedup"][-1], _previous(g["metrics"]["geomean_speedup"]),
+                       count.get((g["suite"], g["device"], g["compiler"]), 0), g["x"][-1]) for g in groups]
+    return sorted(rows, key=lambda r: (r.suite, r.device, r.compiler))
+
+
 # -- build ---------------------------------------------------------------------------------------
 
 @dataclass
@@ -354,6 +441,8 @@ def build_dashboard(db: str | Path, out: str | Path, opts: DashboardOptions | No
                                 "href": "index.html#" + _group_anchor(g), "device": g["device"],
                                 "compiler": g["compiler"], "suite": g["suite"]})
     by_workload = _case_series(df, run_index)
+    failing_now = _with_reasons(db, started_failing(by_workload, {(g["device"], g["compiler"], g["suite"]): g["x"][-1]
+                                                                  for g in groups}), list(runs["run_id"]))
     workload_rows = []
     for workload, series_list in sorted(by_workload.items()):
         page = f"workloads/{_slug(workload)}.html"
@@ -373,6 +462,7 @@ def build_dashboard(db: str | Path, out: str | Path, opts: DashboardOptions | No
     common = {"nights": nights, "synthetic": synthetic, "regressions": regressions, "generated": time.strftime("%Y-%m-%d %H:%M")}
     index_html = env.get_template("dashboard_index.html.j2").render(
         **common, groups=groups, workloads=workload_rows, group_metrics=GROUP_METRICS, anchor=_group_anchor,
+        started_failing=failing_now, suites=suite_summary(groups, failing_now),
         data={"nights": nights, "groups": groups, "metrics": [_spec_json(s) for s in GROUP_METRICS], "root": ""})
     write_text_atomic(out / "index.html", index_html)
     write_text_atomic(out / "regressions.html", env.get_template("dashboard_regressions.html.j2").render(**common))
