@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from compiler import CompilerConfig
+from harness.measure.contention import CONTENTION_KEY, ContentionMeter
+from harness.measure.contention import DEFAULT_THRESHOLD as CONTENTION_THRESHOLD
 from harness.measure.probe import DEFAULT_BUDGET, PROBE_KEY, ProbeSchedule, make_probe
 from harness.measure.timing import (
     Clock,
@@ -326,7 +328,8 @@ def accuracy(state: CaseState) -> None:
 
 def measure(state: CaseState) -> None:
     """Warm-up, then interleaved timed rounds of every variant (raw samples kept), with the
-    machine-speed probe sampled between rounds (harness/measure/probe.py)."""
+    machine-speed probe sampled between rounds (harness/measure/probe.py) and the threads'
+    run-queue wait read around them (harness/measure/contention.py)."""
     device, policy = state.device, state.policy
     timer: Callable[[Callable[[], Any], int], float]
     if device.has_events:
@@ -338,15 +341,33 @@ def measure(state: CaseState) -> None:
             fn()
     state.warm_snapshot = state.observer.snapshot() if state.observer else None
     state.inner = {name: calibrate_inner(timer, fn, policy.target_sample_s) for name, fn in state.variants.items()}
+    threads = case_threads(device)
     probe = _start_probe(state.spec, device, timer, state.clock)
     state.cpu_samples = {}
+    # contention (harness/measure/contention.py): schedstat read before, between and after the rounds
+    meter = ContentionMeter(threads,
+                            threshold=float(state.spec.get("contention_threshold", CONTENTION_THRESHOLD))).start()
+    hooks = [meter.after_round] + ([probe.after_round] if isinstance(probe, ProbeSchedule) else [])
+
+    def between_rounds(seconds: float) -> None:
+        for hook in hooks:
+            hook(seconds)
+
     state.samples = measure_interleaved(state.variants, timer, replace(policy, warmup=0), state.clock, state.inner,
-                                        after_round=probe.after_round if isinstance(probe, ProbeSchedule) else None,
-                                        cpu_samples=state.cpu_samples)
+                                        after_round=between_rounds, cpu_samples=state.cpu_samples)
+    state.record.metrics[CONTENTION_KEY] = meter.stop()
     if isinstance(probe, ProbeSchedule):
         state.record.metrics[PROBE_KEY] = probe.probe.to_dict(probe.timed_s)
     elif probe:
         state.record.metrics[PROBE_KEY] = {"error": probe}
+
+
+def case_threads(device: Any) -> int:
+    """Threads the case's timed calls run on: torch's intra-op pool on CPU, the one host
+    thread that launches the work on an accelerator."""
+    import torch
+
+    return max(int(torch.get_num_threads()), 1) if device.type == "cpu" else 1
 
 
 def _start_probe(spec: dict[str, Any], device: Any, timer: Any, clock: Clock) -> ProbeSchedule | str | None:
