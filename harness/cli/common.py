@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness.model.errors import HarnessError, UserError
+from harness.report.display import FORMATS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_HARNESS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -27,7 +28,11 @@ EXIT_CODES_HELP = ("exit codes: 0 ok; 1 a case failed or a regression was found;
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_HARNESS", "EXIT_INTERRUPTED", "EXIT_CODES_HELP", "CliError",
            "HarnessError", "UserError", "split_values", "batch_sizes", "Parser", "positive_seconds",
-           "non_negative_seconds", "positive_int", "non_negative_int", "OVERRIDE_WORKLOADS_HELP"]
+           "non_negative_seconds", "positive_int", "non_negative_int", "OVERRIDE_WORKLOADS_HELP", "add_output_options",
+           "json_to_stdout", "FORMAT_HELP"]
+
+FORMAT_HELP = ("how tables print: auto (default: a table on a terminal, plain aligned text in a pipe or CI "
+               "log, never cut or wrapped), table, plain, markdown")
 
 OVERRIDE_WORKLOADS_HELP = ("let a --workload-file replace a workload already registered under the same name (a "
                            "built-in): without it that is an error, since its numbers would go into the history "
@@ -76,6 +81,24 @@ positive_seconds = _number(float, lambda v: v > 0, "a positive number of seconds
 non_negative_seconds = _number(float, lambda v: v >= 0, "a number of seconds >= 0", "0.5")
 positive_int = _number(int, lambda v: v >= 1, "an integer >= 1", "5")
 non_negative_int = _number(int, lambda v: v >= 0, "an integer >= 0", "3")
+
+
+def add_output_options(p: argparse.ArgumentParser, what: str, json_file: bool = False) -> None:
+    """--format and --json, the same in every command that prints a table. `--json` alone
+    always prints `what` as JSON on stdout (the human output moves to stderr); with
+    `json_file`, `--json FILE` writes it to FILE instead and the table prints as usual."""
+    p.add_argument("--format", choices=FORMATS, default="auto", help=FORMAT_HELP)
+    if json_file:
+        p.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                       help=f"print {what} as JSON on stdout (the tables go to stderr); --json FILE: write it to FILE")
+    else:
+        p.add_argument("--json", action="store_true", help=f"print {what} as JSON on stdout (the tables go to stderr)")
+
+
+def json_to_stdout(args: argparse.Namespace) -> bool:
+    """True when --json asked for JSON on stdout: human output must then go to stderr."""
+    value = getattr(args, "json", None)
+    return value is True or value == "-"
 
 
 class Parser(argparse.ArgumentParser):

@@ -14,7 +14,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CliError
+from harness.cli.common import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    CliError,
+    add_output_options,
+    json_to_stdout,
+)
 from harness.cli.compare import run_options_from, selection_options, write_output
 
 ENV_HELP = ("environment: NAME=PYTHON (an interpreter or wrapper) or NAME=SPEC (pip requirement, e.g. "
@@ -28,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "the cache ($COMPILEBENCH_ENV_CACHE, default ~/.cache/compilebench/envs).")
     p.add_argument("action", choices=("create", "list"))
     p.add_argument("--env", action="append", default=[], help=ENV_HELP)
+    add_output_options(p, "the environments")
     p.set_defaults(func=cmd_env)
 
     p = sub.add_parser("versions", help="version sweep: the same cases under N environments, one HTML report",
@@ -120,20 +128,27 @@ def resolve_cli_envs(texts: Sequence[str], minimum: int) -> list:
 
 
 def cmd_env(args: argparse.Namespace) -> int:
+    import json
+
     from rich.table import Table
+    from rich.text import Text
 
     from harness.experiments.envs import cached_envs, envs_root
-    from harness.report.display import make_console
+    from harness.report.display import make_console, print_table
 
-    console = make_console()
+    console = make_console(stderr=json_to_stdout(args))
     if args.action == "list":
-        print(f"env cache: {envs_root()}")
+        cached = cached_envs()
+        if args.json:
+            print(json.dumps({"cache": str(envs_root()), "envs": cached}, indent=1, default=str))
+            return EXIT_OK
+        console.print(Text(f"env cache: {envs_root()}"))
         table = Table(title="cached environments")
         for col in ("path", "requirements", "created"):
             table.add_column(col)
-        for env in cached_envs():
-            table.add_row(env["path"], " ".join(env["requirements"]), env.get("created_at", ""))
-        console.print(table)
+        for env in cached:
+            table.add_row(Text(env["path"]), Text(" ".join(env["requirements"])), Text(env.get("created_at", "")))
+        print_table(console, table, args.format)
         return EXIT_OK
     envs = resolve_cli_envs(args.env, 1)
     table = Table(title="environments")
@@ -144,7 +159,10 @@ def cmd_env(args: argparse.Namespace) -> int:
         table.add_row(env.name, str(p.get("torch")), str(p.get("triton") or p.get("pytorch-triton")),
                       str(p.get("transformers")), str(p.get("diffusers")), env.python,
                       f"{env.ready_s:.2f}s{' (cached)' if env.from_cache else ' (built)'}")
-    console.print(table)
+    print_table(console, table, args.format)
+    if args.json:
+        print(json.dumps([env.to_dict() for env in envs],
+                         indent=1, default=str))
     return EXIT_OK
 
 

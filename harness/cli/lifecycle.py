@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from harness.cli.common import positive_int, positive_seconds
+from harness.cli.common import add_output_options, json_to_stdout, positive_int, positive_seconds
 from harness.model.errors import UserError
 
 
@@ -42,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds per process, > 0")
     p.add_argument("--workdir", metavar="DIR", help="keep artifacts, caches and each row's result JSON here "
                                                      "(default: a temporary folder, removed at the end)")
-    p.add_argument("--json", metavar="PATH", help="also write the full result as JSON")
+    add_output_options(p, "the full result", json_file=True)
     p.set_defaults(func=cmd_coldstart)
 
     p = sub.add_parser("sweep", help="shape sweep: recompiles, compile time and latency per shape under "
@@ -54,21 +55,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default="float32")
     p.add_argument("--batch-sizes", default="2,4,8,16")
     p.add_argument("--policies", help="comma list (default: all): static,automatic,dynamic,mark_dynamic")
-    p.add_argument("--backend", default="inductor", help="torch._dynamo backend, e.g. inductor or aot_eager")
+    p.add_argument("--compiler", "-c", help="compiler config to sweep, as in `run -c` (default inductor): a "
+                   "backend-only one (inductor, aot_eager, cudagraphs, eager), since the sweep sets dynamic= itself")
+    p.add_argument("--backend", help=argparse.SUPPRESS)  # the old spelling: a torch._dynamo backend name
     p.add_argument("--triggers", help="extra recompile triggers after the sweep: dtype,device")
     p.add_argument("--recompile-limit", type=positive_int, help="Dynamo recompile_limit (default: torch's, 8)")
     p.add_argument("--steady-calls", type=positive_int, default=10)
     p.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds per process, > 0")
-    p.add_argument("--json", metavar="PATH", help="also write the full result as JSON")
+    add_output_options(p, "the full result", json_file=True)
     p.set_defaults(func=cmd_sweep)
 
 
 def _write_json(path: str | None, data: dict) -> None:
-    if path:
+    """--json: on stdout ('-', or the flag alone), or into a file."""
+    if path == "-":
+        import json
+
+        print(json.dumps(data, indent=1, allow_nan=False, default=str))
+    elif path:
         from harness.model.schema import write_json_atomic
 
         write_json_atomic(Path(path), data)
-        print(f"written: {path}")
+        print(f"written: {path}", file=sys.stderr)
 
 
 def _failed(rows: list[dict]) -> bool:
@@ -77,18 +85,18 @@ def _failed(rows: list[dict]) -> bool:
 
 def cmd_coldstart(args: argparse.Namespace) -> int:
     from harness.experiments.lifecycle import ROWS, ColdStartOptions, coldstart, coldstart_table
-    from harness.report.display import make_console
+    from harness.report.display import make_console, print_table
 
     rows = _names(args.rows) or list(ROWS)
     bad = [r for r in rows if r not in ROWS]
     if bad:
         raise LifecycleError(f"--rows {','.join(bad)}: unknown; rows are {','.join(ROWS)}")
-    console = make_console()
+    console = make_console(stderr=json_to_stdout(args))
     result = coldstart(ColdStartOptions(workload=args.workload, size=args.size, batch_size=args.batch_size,
                                         device=args.device, dtype=args.dtype, rows=rows, workload_files=args.workload_file,
                                         steady_calls=args.steady_calls, timeout_s=args.timeout, workdir=args.workdir),
                        progress=lambda r: console.print(_progress_line(r), highlight=False))
-    console.print(coldstart_table(result))
+    print_table(console, coldstart_table(result), args.format)
     for r in result["rows"] + result["builds"]:
         if r.get("status") != "ok":
             colour = "yellow" if r.get("status") == "skipped" else "red"
@@ -105,9 +113,26 @@ def _progress_line(r: dict) -> str:
     return f"  {r['row']} ({r.get('kind', '')}): {r.get('status')} in {r.get('process_wall_s', 0):.1f} s{ttfr}{why}"
 
 
+def _sweep_backend(args: argparse.Namespace) -> str:
+    """The torch._dynamo backend of -c/--compiler (or of the old --backend)."""
+    if args.compiler and args.backend:
+        raise LifecycleError("pass -c/--compiler or --backend (its old spelling), not both")
+    if args.backend:
+        return args.backend
+    from compiler import get_compiler
+
+    config = get_compiler(args.compiler or "inductor")
+    extra = [f for f, v in (("mode", config.mode), ("options", config.options), ("fullgraph", config.fullgraph),
+                            ("dynamic", config.dynamic), ("inplace", config.inplace), ("regional", config.regional)) if v]
+    if extra:
+        raise LifecycleError(f"-c {config.name}: the sweep compiles with a backend alone and sets dynamic= itself, "
+                             f"so its {', '.join(extra)} would be ignored; use inductor, aot_eager, cudagraphs or eager")
+    return config.backend or "eager"
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from harness.experiments.shapes import POLICIES, SweepOptions, sweep, sweep_table
-    from harness.report.display import make_console
+    from harness.report.display import make_console, print_table
 
     policies = _names(args.policies) or list(POLICIES)
     bad = [p for p in policies if p not in POLICIES]
@@ -117,11 +142,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if any(t not in ("dtype", "device") for t in triggers):
         raise LifecycleError(f"--triggers {args.triggers}: use dtype and/or device")
     result = sweep(SweepOptions(workload=args.workload, size=args.size, device=args.device, dtype=args.dtype,
-                                batch_sizes=_ints(args.batch_sizes), policies=policies, backend=args.backend,
+                                batch_sizes=_ints(args.batch_sizes), policies=policies, backend=_sweep_backend(args),
                                 triggers=triggers, recompile_limit=args.recompile_limit, steady_calls=args.steady_calls,
                                 workload_files=args.workload_file, timeout_s=args.timeout))
-    console = make_console()
-    console.print(sweep_table(result))
+    console = make_console(stderr=json_to_stdout(args))
+    print_table(console, sweep_table(result), args.format)
     for r in result["policies"]:
         if r.get("recompile_limit_hit"):
             console.print(f"[yellow]{r['policy']}: hit recompile_limit={r['recompile_limit']}: Dynamo fell back to eager "

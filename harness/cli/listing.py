@@ -75,11 +75,14 @@ def plain_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def print_tables(data: dict[str, Any], console: Any = None) -> None:
-    """For a terminal: rich tables whose cells fold instead of ending in '…'."""
+def print_tables(data: dict[str, Any], console: Any = None, fmt: str = "table") -> None:
+    """For a terminal: rich tables whose cells fold instead of ending in '…' (fmt 'table');
+    or the same tables as markdown."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
+    from harness.report.display import print_table
 
     console = console or Console()
     for section, columns in COLUMNS.items():
@@ -90,7 +93,7 @@ def print_tables(data: dict[str, Any], console: Any = None) -> None:
             table.add_column("batch" if column == "batch_size" else column, overflow="fold")
         for item in data[section]:
             table.add_row(*(Text(_cell(item[c])) for c in columns))
-        console.print(table)
+        print_table(console, table, fmt)
     console.print(Text(f"scenarios: {', '.join(data['scenarios'])}"))
     console.print(Text(_devices_line(data)))
 
@@ -99,10 +102,11 @@ def cmd_list(args: Any) -> int:
     import sys
 
     data = catalog(args.workload_file, args.compiler_file, args.override_workloads)
+    fmt = args.format if args.format != "auto" else ("table" if sys.stdout.isatty() else "plain")
     if args.json:
         print(json.dumps(data, indent=1))
-    elif sys.stdout.isatty():
-        print_tables(data)
-    else:
+    elif fmt == "plain":
         print("\n".join(plain_lines(data)))
+    else:
+        print_tables(data, fmt=fmt)
     return EXIT_OK

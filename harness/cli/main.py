@@ -32,7 +32,9 @@ from harness.cli.common import (  # noqa: F401 - EXIT_* and CliError: the CLI's 
     OVERRIDE_WORKLOADS_HELP,
     CliError,
     Parser,
+    add_output_options,
     batch_sizes,
+    json_to_stdout,
     non_negative_int,
     non_negative_seconds,
     positive_int,
@@ -58,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workload-file", action="append", default=[], help="also load workloads from this .py file")
     p.add_argument("--override-workloads", action="store_true", help=OVERRIDE_WORKLOADS_HELP)
     p.add_argument("--compiler-file", action="append", default=[], help="also load named compiler configs from this TOML file")
-    p.add_argument("--json", action="store_true", help="print the catalog as one JSON object")
+    add_output_options(p, "the catalog (one object)")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("run", help="run a suite or workloads; writes results/runs/<run_id>.json",
@@ -102,12 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: OUT/history.sqlite if present; 'none': round-robin). Every shard must use the same one")
     p.add_argument("--gpus", action="append", help="GPU indices, e.g. 0,1: run cases concurrently, one worker per GPU")
     add_diagnostic_options(p)
+    add_output_options(p, "the finished run (the run file's content)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("show", help="print a run as a table (RUN: path, run id or 'latest'; none: list runs)")
     p.add_argument("run", nargs="?", help="run file, run id, or 'latest'")
     p.add_argument("--out", default="results", help="results folder holding runs/")
-    p.add_argument("--json", action="store_true", help="print the run file's content (no RUN: the run ids) as JSON")
+    add_output_options(p, "the run file's content (no RUN: the run ids)")
     p.set_defaults(func=cmd_show)
 
     for module in COMMAND_MODULES:
@@ -151,7 +154,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from harness.cli.diagnostics import diagnostic_run_options
-    from harness.report.display import ProgressPrinter, make_console, print_failures, results_table
+    from harness.report.display import (
+        ProgressPrinter,
+        make_console,
+        print_failures,
+        print_table,
+        results_table,
+    )
     from harness.run.multigpu import parse_gpus
     from harness.run.runner import RunOptions, execute, parse_option, resume, summarize_statuses
     from harness.run.store import StoreError
@@ -188,7 +197,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         opts.compilers = ["inductor"]
     if not opts.suite and not opts.devices:
         opts.devices = ["cpu"]
-    console = make_console()
+    console = make_console(stderr=json_to_stdout(args))  # --json: stdout holds the JSON alone
     if opts.ingest and not args.resume:
         _check_store(Path(args.out) / "history.sqlite")
     progress = ProgressPrinter()
@@ -202,7 +211,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     finally:
         progress.close()
-    console.print(results_table(run))
+    print_table(console, results_table(run), args.format)
     print_failures(console, run)
     counts = summarize_statuses(run.records)
     console.print(f"statuses: {counts}; wall {run.config.get('wall_s', 0):.1f}s; run file {run.config.get('path')}")
@@ -210,6 +219,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from harness.report.report import write_report
 
         console.print(f"report: {write_report(run, args.report)}")
+    if args.json:
+        print(json.dumps(run.to_dict(), indent=1, allow_nan=False, default=str))
     failed = sum(n for s, n in counts.items() if s not in ("ok", "skipped"))
     if failed:
         return EXIT_FAILED
@@ -242,7 +253,7 @@ def _nothing_measured(run, allow_skips: bool) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from harness.report.display import make_console, print_failures, results_table
+    from harness.report.display import make_console, print_failures, print_table, results_table
     from harness.run.runner import resolve_run
 
     console = make_console()
@@ -260,12 +271,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(run.to_dict(), indent=1, allow_nan=False, default=str))
         return EXIT_OK
-    console.print(results_table(run))
+    print_table(console, results_table(run), args.format)
     print_failures(console, run)
     from harness.analysis.breadth import breadth_rows  # breadth-views: the HUD-style headline
     from harness.report.breadth_view import breadth_table
 
-    console.print(breadth_table(breadth_rows(run.records)))
+    print_table(console, breadth_table(breadth_rows(run.records)), args.format)
     return EXIT_OK
 
 
@@ -286,9 +297,10 @@ def _one_line(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _os_error_line(exc: OSError) -> str:
+def _os_error_line(exc: OSError, out: str | None = None) -> str:
+    """`out`: the command's --out, named when the error names no file (a full disk on write)."""
     what = exc.strerror or str(exc)
-    where = f": {exc.filename}" if exc.filename else ""
+    where = f": {exc.filename}" if exc.filename else (f" writing under --out {out}" if out else "")
     hint = {errno.ENOSPC: "free disk space or point --out elsewhere",
             errno.EACCES: "make it writable or point --out elsewhere",
             errno.EROFS: "the file system is read-only; point --out elsewhere"}.get(exc.errno or -1, "")
@@ -309,7 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(args, f"history store: {exc} (rebuild it from the run files: compilebench store rebuild --out DIR)",
                      EXIT_HARNESS)
     except OSError as exc:  # read-only folder, disk full, missing device file...
-        return _fail(args, _os_error_line(exc), EXIT_HARNESS)
+        return _fail(args, _os_error_line(exc, getattr(args, "out", None)), EXIT_HARNESS)
     except KeyboardInterrupt:
         print("compilebench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

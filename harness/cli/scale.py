@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.cli.common import non_negative_int, positive_int, positive_seconds
+from harness.cli.common import add_output_options, non_negative_int, positive_int, positive_seconds
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="results")
     p.add_argument("--label", default="")
     p.add_argument("--no-ingest", action="store_true")
+    add_output_options(p, "the run (the run file's content)")
     p.set_defaults(func=cmd_distributed)
 
 
@@ -71,8 +72,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_distributed(args: argparse.Namespace) -> int:
-    from harness.cli.common import EXIT_FAILED, EXIT_OK, split_values
-    from harness.report.display import make_console, results_table
+    import json
+
+    from harness.cli.common import EXIT_FAILED, EXIT_OK, json_to_stdout, split_values
+    from harness.report.display import make_console, print_table, results_table
     from harness.run.distributed import run_distributed
     from suites.distributed import DistributedSpec
 
@@ -88,9 +91,9 @@ def cmd_distributed(args: argparse.Namespace) -> int:
         from compiler import get_compiler
 
         get_compiler(spec.compiler)
-    console = make_console()
+    console = make_console(stderr=json_to_stdout(args))
     run = run_distributed(specs, args.out, label=args.label, ingest=not args.no_ingest, progress=console.print)
-    console.print(results_table(run))
+    print_table(console, results_table(run), args.format)
     for rec in run.records:
         m = rec.metrics
         if rec.status == "ok":
@@ -99,4 +102,6 @@ def cmd_distributed(args: argparse.Namespace) -> int:
         else:
             console.print(f"{rec.case_id}: {rec.status}: {(rec.error or {}).get('message', '')}")
     console.print(f"run file {Path(run.config['path'])}")
+    if args.json:
+        print(json.dumps(run.to_dict(), indent=1, allow_nan=False, default=str))
     return EXIT_OK if all(r.status == "ok" for r in run.records) else EXIT_FAILED

@@ -293,8 +293,12 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
     """Temp file in the same folder, fsync, rename: readers see the old file or the new one,
     never half of one (run files, reports, markdown)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        exc.filename = str(path)  # the error line names the file the user asked for, not our temp name
+        raise
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
@@ -302,7 +306,9 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
             os.fsync(fh.fileno())
         _readable(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename in (None, tmp):
+            exc.filename = str(path)  # a disk-full write names no file: name the one being written
         raise
     return path

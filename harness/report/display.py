@@ -12,13 +12,85 @@ from rich.text import Text
 
 from harness.model.schema import Case, Record, Run
 
+# wide enough that rich never wraps or cuts a line into a pipe or a CI log (its default is 80)
+PIPE_WIDTH = 100_000
+FORMATS = ("auto", "table", "plain", "markdown")
+
 
 def make_console(stderr: bool = False) -> Console:
-    """A console that does not squeeze tables to 80 columns in CI logs and pipes."""
+    """A console that never squeezes a line into a CI log or a pipe: off a terminal it is
+    as wide as any line and does not wrap (soft_wrap), so names and verdicts stay whole."""
     console = Console(stderr=stderr)
     if not console.is_terminal:
-        console = Console(stderr=stderr, width=220)
+        console = Console(stderr=stderr, width=PIPE_WIDTH, soft_wrap=True)
     return console
+
+
+def cell_text(cell: Any) -> str:
+    """A table cell as the plain text it shows: markup strings rendered, Text unstyled."""
+    if isinstance(cell, Text):
+        return cell.plain
+    if isinstance(cell, str):
+        try:
+            return Text.from_markup(cell).plain
+        except Exception:  # noqa: BLE001 - not markup after all (an unbalanced '[/]'): show it as written
+            return cell
+    return str(cell)
+
+
+def table_rows(table: Table) -> tuple[list[str], list[list[str]]]:
+    """(headers, rows) of a rich Table as plain strings, whatever its cells hold."""
+    headers = [cell_text(c.header) for c in table.columns]
+    columns = [[cell_text(cell) for cell in c.cells] for c in table.columns]
+    return headers, [list(row) for row in zip(*columns, strict=True)] if columns else []
+
+
+def plain_table(table: Table) -> str:
+    """Aligned columns, two spaces apart, nothing cut or wrapped (one row, one line): for
+    CI logs, pipes and grep. Multi-line cells are joined with ' / '."""
+    headers, rows = table_rows(table)
+    rows = [[" / ".join(v.splitlines()) for v in row] for row in rows]
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    right = [c.justify == "right" for c in table.columns]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True)).rstrip()
+
+    title = cell_text(table.title) if table.title else ""
+    out = ([title] if title else []) + [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
+    return "\n".join(out)
+
+
+def markdown_table(table: Table) -> str:
+    """GitHub markdown (e.g. for $GITHUB_STEP_SUMMARY); '|' in a cell is escaped."""
+    headers, rows = table_rows(table)
+
+    def line(values: list[str]) -> str:
+        return "| " + " | ".join(" ".join(v.splitlines()).replace("|", "\\|") for v in values) + " |"
+
+    align = ["---:" if c.justify == "right" else "---" for c in table.columns]
+    title = cell_text(table.title) if table.title else ""
+    return "\n".join(([f"**{title}**", ""] if title else []) + [line(headers), "| " + " | ".join(align) + " |"]
+                     + [line(r) for r in rows])
+
+
+def print_table(console: Console, table: Table, fmt: str = "auto") -> None:
+    """Print a table in one of FORMATS. auto: rich's table on a terminal (cells fold, never
+    end in '…'), plain aligned text anywhere else, so a CI log never cuts a case id or a
+    verdict. Every command that prints a table goes through here (its --format option)."""
+    if fmt == "auto":
+        fmt = "table" if console.is_terminal else "plain"
+    if fmt == "table":
+        for column in table.columns:
+            if column.overflow == "ellipsis":  # rich's default: fold instead, a name is never cut
+                column.overflow = "fold"
+        console.print(table)
+    elif fmt == "plain":
+        console.print(Text(plain_table(table)), soft_wrap=True)
+    elif fmt == "markdown":
+        console.print(Text(markdown_table(table)), soft_wrap=True)
+    else:
+        raise ValueError(f"unknown table format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 
 STATUS_STYLE = {"ok": "green", "skipped": "dim", "fail_accuracy": "magenta"}

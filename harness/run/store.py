@@ -327,16 +327,21 @@ def rebuild_store(db: str | Path, sources: Sequence[str | Path]) -> RebuildResul
     fresh = db.with_name(db.name + ".rebuilding")
     for leftover in [fresh, *(fresh.with_name(fresh.name + s) for s in SIDECARS)]:
         leftover.unlink(missing_ok=True)  # our own half-built file from an interrupted rebuild
-    with HistoryStore(fresh, check=False) as store:
-        for path in run_files(sources):
-            try:
-                run = load_run(path)
-            except (RunFileError, OSError) as exc:
-                result.unreadable.append(f"{path}: {exc}")
-                continue
-            result.records += store.ingest(run)
-            result.runs += 1
-        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the main file before the rename
+    try:
+        with HistoryStore(fresh, check=False) as store:
+            for path in run_files(sources):
+                try:
+                    run = load_run(path)
+                except (RunFileError, OSError) as exc:
+                    result.unreadable.append(f"{path}: {exc}")
+                    continue
+                result.records += store.ingest(run)
+                result.runs += 1
+            store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the main file before the rename
+    except BaseException:  # disk full, read-only: the old store stays in place, no half-built file next to it
+        for leftover in [fresh, *(fresh.with_name(fresh.name + s) for s in SIDECARS)]:
+            leftover.unlink(missing_ok=True)
+        raise
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     for suffix in ("", *SIDECARS):
         old = db.with_name(db.name + suffix)
