@@ -194,3 +194,8 @@ def test_the_worker_records_contention_for_the_timed_rounds():
     assert isinstance(block["contended"], bool) and block["cpu_wait_fraction"] >= 0
     assert block["contended"] == (block["cpu_wait_fraction"] > block["threshold"])
     assert block["rounds"] >= 5 and block["cpu_s"] > 0 and block["wall_s"] > 0
+    # the machine probe ran on the case's threads too, and its helper threads are gone
+    probe = record.metrics["machine_probe"]
+    assert probe["threads"] == block["threads"]
+    assert probe["version"] == ("cpu-2" if block["threads"] == 1 else f"cpu-2x{block['threads']}")
+    assert not [t for t in threading.enumerate() if t.name.startswith("probe-gang")]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from harness.measure.probe import (
@@ -191,3 +193,61 @@ def test_host_timer_reports_cpu_seconds_and_the_loop_keeps_them_aligned():
                                   cpu_samples=cpu_samples)
     assert samples["eager"] == pytest.approx([1e-3] * 4) and cpu_samples["eager"] == pytest.approx([2.5e-4] * 4)
     assert len(cpu_samples["compiled"]) == len(samples["compiled"])
+
+
+def test_cpu_probe_runs_on_the_case_threads():
+    """An N-thread case gets the set on N threads (`cpu-2xN`): its GEMM and pointwise calls
+    run on N threads at once, really, and the record says how many."""
+    import threading
+
+    from harness.measure.probe import cpu_probe_version, make_probe
+
+    def timer(fn, inner):
+        for _ in range(inner):
+            fn()
+        return 1e-4
+
+    before = threading.active_count()
+    probe = make_probe("cpu", "cpu", timer, threads=2)
+    try:
+        assert threading.active_count() == before + 1  # one helper next to the calling thread
+        probe.warm_up(1)
+        probe.sample()
+        assert probe.version == cpu_probe_version(2) == "cpu-2x2" and probe.to_dict()["threads"] == 2
+        assert set(probe.samples) == {"gemm", "pointwise", "python"}
+        assert [k.gang is not None for k in probe.kernels] == [True, True, False]  # Python holds the GIL
+    finally:
+        probe.close()
+    assert threading.active_count() == before  # close() ends the helper
+    assert not probe_uses_torch("cpu-2x2") and not probe_uses_torch("cpu-2x16") and probe_uses_torch("cpu-2x")
+    assert make_probe("cpu", "cpu", timer).version == CPU_PROBE_VERSION  # one thread: cpu-2 as before
+
+
+def test_thread_gang_waits_for_its_slowest_thread():
+    """A run lasts until every thread finished its task, as an OpenMP region does: one
+    thread held back (a neighbour took its core) holds the whole run back."""
+    import threading
+
+    from harness.measure.probe import ThreadGang
+
+    gang = ThreadGang(3)
+    ran: list[str] = []
+    lock = threading.Lock()
+
+    def task(name, seconds):
+        def fn():
+            time.sleep(seconds)
+            with lock:
+                ran.append(name)
+        return fn
+
+    try:
+        start = time.perf_counter()
+        gang.run([task("caller", 0.0), task("a", 0.0), task("slow", 0.2)])
+        took = time.perf_counter() - start
+        assert sorted(ran) == ["a", "caller", "slow"] and took >= 0.2
+        ran.clear()
+        gang.run([task("caller", 0.0), task("a", 0.0), task("b", 0.0)])  # reusable
+        assert sorted(ran) == ["a", "b", "caller"]
+    finally:
+        gang.close()

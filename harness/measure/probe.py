@@ -21,6 +21,7 @@ normalises with probes of the same version on both sides.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -43,15 +44,11 @@ class ProbeKernel:
     name: str
     fn: Callable[[], Any]
     inner: int  # calls per sample, fixed by the kernel set's version (not calibrated: comparable)
+    gang: ThreadGang | None = None  # the threads it runs on, when more than the caller's
 
 
-def cpu_kernels() -> list[ProbeKernel]:
-    """CPU set cpu-2: a 64x64 fp32 GEMM and a 16k-element pointwise chain in numpy, and a
-    Python loop. They touch the FPU/caches, memory, and the interpreter: what a CPU case
-    spends time on. None of them calls torch: the probe must stay still when the torch under
-    test changes (a slower dispatcher or `mul` is exactly what `ab --env`, `versions`,
-    `bisect` and a torch PR gate look for; a torch probe would move with it and compare would
-    divide the regression out as machine drift). cpu-1 timed torch.mm / torch.mul."""
+def _numpy_kernels() -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """The GEMM and pointwise kernels of set cpu-2, each call with buffers of its own."""
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -67,13 +64,101 @@ def cpu_kernels() -> list[ProbeKernel]:
         np.multiply(x, np.float32(1.0001), out=out)
         return np.add(out, np.float32(0.5), out=out)
 
-    def python_loop() -> int:
-        total = 0
-        for i in range(300):
-            total += i * i
-        return total
+    return gemm, pointwise
 
-    return [ProbeKernel("gemm", gemm, 4), ProbeKernel("pointwise", pointwise, 8), ProbeKernel("python", python_loop, 4)]
+
+def _python_loop() -> int:
+    total = 0
+    for i in range(300):
+        total += i * i
+    return total
+
+
+class ThreadGang:
+    """`threads - 1` helper threads and the caller run one task each, together: every run
+    starts and ends at a barrier, so it lasts until the slowest thread is done, as an
+    OpenMP parallel region does. A neighbour that takes a core from any one thread
+    therefore shows in the run's time, as it does in a multi-threaded case's."""
+
+    def __init__(self, threads: int) -> None:
+        import threading
+
+        self.threads = threads
+        self._start = threading.Barrier(threads)
+        self._end = threading.Barrier(threads)
+        self._tasks: Sequence[Callable[[], Any]] = ()
+        self._helpers = [threading.Thread(target=self._serve, args=(i,), daemon=True, name=f"probe-gang-{i}")
+                         for i in range(1, threads)]
+        for helper in self._helpers:
+            helper.start()
+
+    def _serve(self, index: int) -> None:
+        import threading
+
+        try:
+            while True:
+                self._start.wait()
+                self._tasks[index]()
+                self._end.wait()
+        except threading.BrokenBarrierError:  # close()
+            return
+
+    def run(self, tasks: Sequence[Callable[[], Any]]) -> None:
+        """tasks[0] on the calling thread, tasks[i] on helper i; returns when all are done."""
+        self._tasks = tasks
+        self._start.wait()
+        tasks[0]()
+        self._end.wait()
+
+    def close(self) -> None:
+        """End the helpers (they leave their barrier wait) and wait for them."""
+        self._start.abort()
+        self._end.abort()
+        for helper in self._helpers:
+            helper.join(timeout=5)
+
+
+def _gang_kernel(gang: ThreadGang, make: Callable[[], Callable[[], Any]], reps: int) -> Callable[[], None]:
+    """One call: every thread of the gang runs its own copy of the kernel `reps` times."""
+    copies = [make() for _ in range(gang.threads)]
+
+    def task(fn: Callable[[], Any]) -> Callable[[], None]:
+        def loop() -> None:
+            for _ in range(reps):
+                fn()
+        return loop
+
+    tasks = [task(fn) for fn in copies]
+    return lambda: gang.run(tasks)
+
+
+def cpu_probe_version(threads: int = 1) -> str:
+    """cpu-2 on one thread; `cpu-2xN` for the set run on N threads (compare normalises only
+    between equal versions, so cases of different thread counts never mix)."""
+    return CPU_PROBE_VERSION if threads <= 1 else f"{CPU_PROBE_VERSION}x{threads}"
+
+
+def cpu_kernels(threads: int = 1) -> list[ProbeKernel]:
+    """CPU set cpu-2: a 64x64 fp32 GEMM and a 16k-element pointwise chain in numpy, and a
+    Python loop. They touch the FPU/caches, memory, and the interpreter: what a CPU case
+    spends time on. None of them calls torch: the probe must stay still when the torch under
+    test changes (a slower dispatcher or `mul` is exactly what `ab --env`, `versions`,
+    `bisect` and a torch PR gate look for; a torch probe would move with it and compare would
+    divide the regression out as machine drift). cpu-1 timed torch.mm / torch.mul.
+
+    `threads` > 1 (the case's thread count, `cpu-2xN`): the GEMM and the pointwise chain run
+    on that many threads at once (`ThreadGang`; numpy releases the GIL inside both), each
+    call being 8 (GEMM) or 16 (pointwise) kernel calls per thread, so the probe sees what an
+    N-thread case sees: a single-threaded probe moved -20% next to a hog on both cores
+    while a 2-thread case moved +2,460%. The Python loop holds the GIL: it stays on one."""
+    if threads <= 1:
+        gemm, pointwise = _numpy_kernels()
+        return [ProbeKernel("gemm", gemm, 4), ProbeKernel("pointwise", pointwise, 8),
+                ProbeKernel("python", _python_loop, 4)]
+    gang = ThreadGang(threads)
+    return [ProbeKernel("gemm", _gang_kernel(gang, lambda: _numpy_kernels()[0], 8), 1, gang),
+            ProbeKernel("pointwise", _gang_kernel(gang, lambda: _numpy_kernels()[1], 16), 1, gang),
+            ProbeKernel("python", _python_loop, 4)]
 
 
 def gpu_kernels(device: str) -> list[ProbeKernel]:
@@ -101,8 +186,9 @@ def gpu_kernels(device: str) -> list[ProbeKernel]:
 def probe_uses_torch(version: Any) -> bool:
     """Whether a probe set's kernels call torch (cpu-1, gpu-1; unknown versions: assume so).
     Such a probe measures the torch build as well as the machine, so it tells machine drift
-    apart only between runs of the same torch build."""
-    return version != CPU_PROBE_VERSION
+    apart only between runs of the same torch build. cpu-2 and its multi-thread form
+    cpu-2xN call numpy only."""
+    return not (isinstance(version, str) and re.fullmatch(rf"{re.escape(CPU_PROBE_VERSION)}(x\d+)?", version))
 
 
 @dataclass
@@ -115,6 +201,7 @@ class MachineProbe:
     clock: Callable[[], int] = time.perf_counter_ns  # injectable: tests check the budget without sleeping
     samples: dict[str, list[float]] = field(default_factory=dict)
     spent_s: float = 0.0  # wall seconds spent probing, timer overhead included
+    threads: int = 1  # threads the kernels run on (the case's)
 
     def sample(self) -> None:
         start = self.clock()
@@ -136,18 +223,26 @@ class MachineProbe:
             cheapest = min(cheapest, (self.clock() - start) / 1e9)
         return cheapest
 
+    def close(self) -> None:
+        """Stop the kernels' helper threads (a multi-thread CPU set's); sampling ends."""
+        for k in self.kernels:
+            if k.gang is not None:
+                k.gang.close()
+
     def to_dict(self, case_timed_s: float | None = None) -> dict[str, Any]:
         """What the record keeps: version, raw samples per kernel, the cost."""
-        return {"version": self.version, "samples_s": {k: list(v) for k, v in self.samples.items()},
+        return {"version": self.version, "threads": self.threads,
+                "samples_s": {k: list(v) for k, v in self.samples.items()},
                 "n": min((len(v) for v in self.samples.values()), default=0), "spent_s": self.spent_s,
                 "share_of_case": (self.spent_s / case_timed_s) if case_timed_s else None}
 
 
 def make_probe(device_type: str, torch_device: str, timer: Callable[[Callable[[], Any], int], float],
-               clock: Callable[[], int] = time.perf_counter_ns) -> MachineProbe:
-    """The kernel set for this device type (GPU set for any accelerator, CPU set otherwise)."""
+               clock: Callable[[], int] = time.perf_counter_ns, threads: int = 1) -> MachineProbe:
+    """The kernel set for this device type (GPU set for any accelerator, CPU set otherwise,
+    on the case's `threads`)."""
     if device_type == "cpu":
-        return MachineProbe(cpu_kernels(), timer, CPU_PROBE_VERSION, clock)
+        return MachineProbe(cpu_kernels(threads), timer, cpu_probe_version(threads), clock, threads=threads)
     return MachineProbe(gpu_kernels(torch_device), timer, GPU_PROBE_VERSION, clock)
 
 

@@ -342,7 +342,7 @@ def measure(state: CaseState) -> None:
     state.warm_snapshot = state.observer.snapshot() if state.observer else None
     state.inner = {name: calibrate_inner(timer, fn, policy.target_sample_s) for name, fn in state.variants.items()}
     threads = case_threads(device)
-    probe = _start_probe(state.spec, device, timer, state.clock)
+    probe = _start_probe(state.spec, device, timer, state.clock, threads)
     state.cpu_samples = {}
     # contention (harness/measure/contention.py): schedstat read before, between and after the rounds
     meter = ContentionMeter(threads,
@@ -358,6 +358,7 @@ def measure(state: CaseState) -> None:
     state.record.metrics[CONTENTION_KEY] = meter.stop()
     if isinstance(probe, ProbeSchedule):
         state.record.metrics[PROBE_KEY] = probe.probe.to_dict(probe.timed_s)
+        probe.probe.close()
     elif probe:
         state.record.metrics[PROBE_KEY] = {"error": probe}
 
@@ -370,14 +371,16 @@ def case_threads(device: Any) -> int:
     return max(int(torch.get_num_threads()), 1) if device.type == "cpu" else 1
 
 
-def _start_probe(spec: dict[str, Any], device: Any, timer: Any, clock: Clock) -> ProbeSchedule | str | None:
-    """The machine-speed probe's schedule, kernels warmed up; None when switched off (spec
-    "probe": false); "Type: message" when it could not start: the case still runs, and
-    compare has no probe for it."""
+def _start_probe(spec: dict[str, Any], device: Any, timer: Any, clock: Clock,
+                 threads: int = 1) -> ProbeSchedule | str | None:
+    """The machine-speed probe's schedule, kernels warmed up, on the case's `threads` (a
+    one-thread probe misses a neighbour that oversubscribes a multi-thread case); None when
+    switched off (spec "probe": false); "Type: message" when it could not start: the case
+    still runs, and compare has no probe for it."""
     if not spec.get("probe", True):
         return None
     try:
-        probe = make_probe(device.type, device.torch_name, timer, clock)
+        probe = make_probe(device.type, device.torch_name, timer, clock, threads=threads)
         cost_s = probe.warm_up()
     except Exception as exc:  # noqa: BLE001 - a probe failure is data, not a case failure
         return f"{type(exc).__name__}: {exc}"[:500]
