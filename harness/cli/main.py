@@ -200,7 +200,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     console = make_console(stderr=json_to_stdout(args))  # --json: stdout holds the JSON alone
     if opts.ingest and not args.resume:
         _check_store(Path(args.out) / "history.sqlite")
-    progress = ProgressPrinter()
+    from harness.report.eta import case_times  # breadth-views: the ETA's per-case times from the store
+
+    progress = ProgressPrinter(history=case_times(Path(args.out) / "history.sqlite"))
     try:
         run = resume(args.resume, args.out, progress) if args.resume else execute(opts, progress)
     except StoreError as exc:  # the run file was written before the ingest: say where the results are

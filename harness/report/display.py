@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.model.schema import Case, Record, Run
+from harness.report.eta import CaseTimes, EtaEstimator, fmt_eta
 
 # wide enough that rich never wraps or cuts a line into a pipe or a CI log (its default is 80)
 PIPE_WIDTH = 100_000
@@ -179,18 +180,20 @@ class ProgressPrinter:
     """One line per finished case; on a terminal also a live line with the running case and
     its elapsed time (CI logs get plain start/finish lines instead)."""
 
-    def __init__(self, console: Console | None = None):
+    def __init__(self, console: Console | None = None, history: CaseTimes | None = None):
         self.console = console or make_console(stderr=True)
         self.started = 0.0
         self.run_started = time.monotonic()
         self.live = None
         self.task = None
+        self.eta = EtaEstimator(history)  # remaining time from this run's cases and the store's (harness/report/eta.py)
 
     def __call__(self, event: str, case: Case, index: int, total: int, record: Record | None) -> None:
         prefix = f"[{index + 1}/{total}]"
         if event == "start":
             self.started = time.monotonic()
-            self._start_live(f"{prefix} running {case.case_id}")
+            eta = fmt_eta(self.eta.remaining_s(total - index, case.suite))
+            self._start_live(f"{prefix} running {case.case_id}" + (f" ({eta})" if eta else ""))
             return
         self._stop_live()
         assert record is not None
@@ -199,7 +202,9 @@ class ProgressPrinter:
         style = STATUS_STYLE.get(record.status, "bold red")
         line = Text(f"{prefix} ")
         line.append(record.status, style=style)
-        line.append(f" {case.case_id} in {elapsed:.1f}s (run {total_elapsed:.0f}s)")
+        self.eta.finished(case.case_id, elapsed)
+        eta = fmt_eta(self.eta.remaining_s(total - index - 1, case.suite))
+        line.append(f" {case.case_id} in {elapsed:.1f}s (run {total_elapsed:.0f}s{', ' + eta if eta else ''})")
         sp = (record.metrics or {}).get("speedup")
         if sp:
             line.append(f"  speedup {sp:.2f}x")
