@@ -55,12 +55,12 @@ def test_real_compare_and_gate(real_runs, tmp_path):
         assert exact[name].verdict == "unchanged" and exact[name].base == exact[name].head
     latency = exact["latency"]
     assert latency.n_base >= 10 and latency.n_head >= 10 and latency.base > 0
-    # gate fails on the missing case; compare on exact metrics only passes
+    # gate fails on the missing case; compare on exact metrics with the missing case warn-only passes
     md = tmp_path / "gate.md"
     assert main(["gate", base.config["path"], head.config["path"], "--markdown", str(md)]) == 1
-    assert "missing" in md.read_text()
+    assert "Missing in head" in md.read_text()
     assert main(["compare", base.config["path"], head.config["path"], "--out", str(out),
-                 "--metric", "graph_breaks,recompiles,accuracy"]) == 0
+                 "--metric", "graph_breaks,recompiles,accuracy", "--missing", "warn"]) == 0
 
 
 @pytest.mark.slow

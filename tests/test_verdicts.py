@@ -13,7 +13,7 @@ EXPECTED_CLASS = {
     "regression": Outcome.FAIL,
     "slower (eager too)": Outcome.FAIL,
     "now failing": Outcome.FAIL,
-    "missing": Outcome.WARN,
+    "missing": Outcome.FAIL,
     "slower (eager too; no probe)": Outcome.WARN,
     "noisy": Outcome.WARN,
     "machine drift": Outcome.WARN,

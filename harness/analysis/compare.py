@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.analysis.comparison import CaseResult, Comparison, MetricResult
+from harness.analysis.comparison import CaseResult, Comparison, GateDecision, MetricResult
 from harness.analysis.judge_metric import PendingTest, judge_metric, resolve_pending
 from harness.analysis.metrics import (
     METRICS,
@@ -65,7 +65,13 @@ from harness.analysis.significance import (
     median_change,
     minimum_detectable_change,
 )
-from harness.analysis.thresholds import DEFAULT_PROBE_MOVED, WHOLE_MODEL_WARN, ThresholdConfig, Thresholds
+from harness.analysis.thresholds import (
+    DEFAULT_PROBE_MOVED,
+    MISSING_WARN,
+    WHOLE_MODEL_WARN,
+    ThresholdConfig,
+    Thresholds,
+)
 from harness.analysis.verdicts import DEFAULT_FAIL_ON, VERDICT_ORDER, Verdict, worst
 from harness.measure.probe import MIN_SAMPLES as MIN_PROBE_SAMPLES
 from harness.model.schema import Record, Run, RunFileError
@@ -75,7 +81,7 @@ __all__ = [
     "DRIFT_SHARE", "HARDWARE_FIELDS", "TORCH_FIELDS", "COMPILER_FIELDS", "EnvironmentMismatchError", "NoiseTable",
     "compare_case", "compare_runs", "group_records", "environment_mismatches", "describe_side",
     # re-exported: the verdicts and the split-out pieces, where callers always found them
-    "Verdict", "VERDICT_ORDER", "DEFAULT_FAIL_ON", "REGRESSION", "NOW_FAILING", "MISSING", "NOISY", "IMPROVEMENT",
+    "Verdict", "VERDICT_ORDER", "DEFAULT_FAIL_ON", "GateDecision", "REGRESSION", "NOW_FAILING", "MISSING", "NOISY", "IMPROVEMENT",
     "NOW_PASSING", "NEW", "UNCHANGED", "STILL_FAILING", "NOT_APPLICABLE", "SLOWER_EAGER_TOO", "FASTER_EAGER_TOO",
     "MACHINE_DRIFT", "SLOWER_EAGER_TOO_NO_PROBE", "EAGER_FASTER", "EAGER_SLOWER",
     "Metric", "METRICS", "timing_samples", "scalar_value", "judges_compile_cpu_seconds", "compile_time_value",
@@ -118,6 +124,9 @@ def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds
         return result, []
     if not head:
         result.verdict, result.status_base = Verdict.MISSING, _status(base)
+        if thresholds.missing == MISSING_WARN:
+            result.warn_only = True
+            result.flags.append('measured in base, not in head: warn only (missing = "warn"), the gate does not fail on it')
         return result, []
     result.status_base, result.status_head = _status(base), _status(head)
     if result.status_base == "ok" and result.status_head != "ok" and thresholds.enabled("status"):
@@ -245,6 +254,10 @@ def _finish_case(result: CaseResult, thresholds: Thresholds | None = None) -> No
     _attribute_speedup(result)
     if result.metrics:
         result.verdict = worst(m.verdict for m in result.metrics) or Verdict.UNCHANGED
+    both_ok = result.status_base == "ok" and result.status_head == "ok"
+    if both_ok and all(m.verdict == Verdict.NOT_APPLICABLE for m in result.metrics):
+        result.verdict = Verdict.NOT_APPLICABLE
+        result.flags.append("nothing judged: no metric was measured on both sides (no samples, or every metric off)")
     if result.verdict == Verdict.SLOWER_EAGER_TOO and thresholds is not None and thresholds.whole_model == WHOLE_MODEL_WARN:
         result.warn_only = True
         result.flags.append("whole-model change (eager too): warn only (whole_model = \"warn\"), the gate does not fail on it")

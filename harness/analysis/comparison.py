@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.verdicts import DEFAULT_FAIL_ON, VERDICT_ORDER, Verdict
+from harness.analysis.verdicts import DEFAULT_FAIL_ON, VERDICT_ORDER, Outcome, Verdict
 
-__all__ = ["MetricResult", "CaseResult", "Comparison"]
+__all__ = ["MetricResult", "CaseResult", "Comparison", "GateDecision"]
 
 
 @dataclass
@@ -47,12 +47,39 @@ class CaseResult:
     eager_change: float | None = None
     # machine-speed probe change head vs base (+: head's machine slower; None: no probe on both sides)
     probe_change: float | None = None
-    warn_only: bool = False  # a whole-model change under whole_model = "warn": shown, never failing
+    # shown, never failing (nor stopping the gate): a whole-model change under whole_model = "warn",
+    # a missing case under missing = "warn", a contended one under contended = "warn"
+    warn_only: bool = False
     # why the probe cannot tell machine drift from a real change here ('' when it can)
     probe_caveat: str = ""
 
     def metric(self, name: str) -> MetricResult | None:
         return next((m for m in self.metrics if m.metric == name), None)
+
+    @property
+    def in_both(self) -> bool:
+        return self.status_base is not None and self.status_head is not None
+
+    @property
+    def judged(self) -> bool:
+        """Whether the comparison said anything about this case: a status change, or a metric
+        measured on both sides (a case failing on both sides, or ok without samples, is not)."""
+        if not self.in_both or self.verdict == Verdict.STILL_FAILING:
+            return False
+        if self.verdict in (Verdict.NOW_FAILING, Verdict.NOW_PASSING):
+            return True
+        return any(m.verdict != Verdict.NOT_APPLICABLE for m in self.metrics)
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """What a gate does with a comparison: FAIL (exit 1), CANNOT_JUDGE (exit 3) or PASS
+    (exit 0), the one line that says why, and the cases behind it."""
+
+    outcome: Outcome
+    reason: str
+    failing: list[CaseResult]
+    unjudged: list[CaseResult]  # cases whose verdict cannot judge (contended), not warn-only
 
 
 @dataclass
@@ -65,14 +92,37 @@ class Comparison:
     thresholds_source: str = "<defaults>"
 
     def counts(self) -> dict[str, int]:
-        out = dict.fromkeys(VERDICT_ORDER, 0)
-        for c in self.cases:
-            out[c.verdict] += 1
-        return {k: v for k, v in out.items() if v}
+        return _count(self.cases)
 
     def failing(self, fail_on: Iterable[str] = DEFAULT_FAIL_ON) -> list[CaseResult]:
         wanted = set(fail_on)
         return [c for c in self.cases if c.verdict in wanted and not c.warn_only]
+
+    def decide(self, failing: list[CaseResult] | None = None) -> GateDecision:
+        """The gate's answer. Loud on anything it could not judge, quiet only when it really
+        compared: no case in both runs, or none judged, or a contended case -> CANNOT_JUDGE;
+        a failing verdict (`failing`, default: the default --fail-on) -> FAIL, which beats
+        a contended case elsewhere (a real regression is an answer)."""
+        failing = self.failing() if failing is None else failing
+        failing_ids = {id(c) for c in failing}
+        unjudged = [c for c in self.cases if Verdict(c.verdict).outcome is Outcome.CANNOT_JUDGE and not c.warn_only
+                    and id(c) not in failing_ids]
+        n_base = sum(1 for c in self.cases if c.status_base is not None)
+        n_head = sum(1 for c in self.cases if c.status_head is not None)
+        common = [c for c in self.cases if c.in_both]
+        if not common:
+            return GateDecision(Outcome.CANNOT_JUDGE, f"nothing compared: base and head share no case; base has {n_base}, "
+                                f"head has {n_head}", failing, unjudged)
+        if failing:
+            return GateDecision(Outcome.FAIL, f"{len(failing)} case(s) regressed, broke or went missing", failing, unjudged)
+        if unjudged:
+            kinds = ", ".join(f"{n} {v}" for v, n in _count(unjudged).items())
+            return GateDecision(Outcome.CANNOT_JUDGE, f"cannot judge {len(unjudged)} case(s) ({kinds})", failing, unjudged)
+        if not any(c.judged for c in common):
+            kinds = ", ".join(f"{n} {v}" for v, n in _count(common).items())
+            return GateDecision(Outcome.CANNOT_JUDGE, f"nothing judged: none of the {len(common)} case(s) in both runs "
+                                f"has a status change or a metric measured on both sides ({kinds})", failing, unjudged)
+        return GateDecision(Outcome.PASS, "no regression", failing, unjudged)
 
     def geomeans(self) -> dict[str, Any]:
         """Geometric mean of head/base per timing metric, only over cases present and ok on
@@ -94,6 +144,14 @@ class Comparison:
         return {"base": self.base, "head": self.head, "counts": self.counts(), "mismatches": self.mismatches,
                 "warnings": self.warnings, "thresholds": self.thresholds_source, "geomeans": _jsonable(self.geomeans()),
                 "cases": [_jsonable(asdict(c)) for c in self.cases]}
+
+
+def _count(cases: Iterable[CaseResult]) -> dict[str, int]:
+    """Verdict -> cases with it, worst first, verdicts no case has left out."""
+    out = dict.fromkeys(VERDICT_ORDER, 0)
+    for c in cases:
+        out[c.verdict] += 1
+    return {k: v for k, v in out.items() if v}
 
 
 def _exclusion_reason(case: CaseResult) -> str:

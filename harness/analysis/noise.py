@@ -26,7 +26,12 @@ from typing import Any
 import numpy as np
 
 from harness.analysis.compare import group_records
-from harness.analysis.metrics import compile_time_value, judges_compile_cpu_seconds, scalar_value, timing_samples
+from harness.analysis.metrics import (
+    compile_time_value,
+    judges_compile_cpu_seconds,
+    scalar_value,
+    timing_samples,
+)
 from harness.analysis.probe_norm import probe_factors
 from harness.analysis.thresholds import DEFAULT_PROBE_MOVED, ThresholdConfig
 from harness.model.jsonfile import read_json

@@ -28,6 +28,11 @@ changes"): `probe = "3%"` is how far the machine-speed probe must move before a 
 compare normalises latency by it ("off": never use the probe), and `whole_model = "warn"`
 makes `slower (eager too)` verdicts warn-only, for gates that judge the compiler alone
 (default "fail": a torch or model change that slows eager too is a real regression).
+Two more say what the gate does with a case it could not compare: `missing = "warn"` (a
+case measured in base and not in head; default "fail": a model that stopped running is a
+failure, as HUD counts it) and `contended = "warn"` (the machine was contended while the
+case was timed; default "cannot-judge": the gate exits 3, it neither passes nor fails).
+The CLI flags `--whole-model`, `--missing` and `--contended` beat every layer of the file.
 
 A malformed file is refused with one line naming the file and the key (exit 2).
 """
@@ -67,7 +72,15 @@ DEFAULT_ALPHA = 0.05
 # below, its own process-to-process spread (about 1-2% here) would leak into steady compares
 DEFAULT_PROBE_MOVED = 0.03
 WHOLE_MODEL_FAIL, WHOLE_MODEL_WARN = "fail", "warn"
-SETTINGS = ("alpha", "whole_model")  # per-layer settings that are not metric thresholds
+MISSING_FAIL, MISSING_WARN = "fail", "warn"
+CONTENDED_CANNOT_JUDGE, CONTENDED_WARN = "cannot-judge", "warn"
+# policy key -> its values, the default first: what the gate does with a kind of case
+POLICIES: dict[str, tuple[str, ...]] = {
+    "whole_model": (WHOLE_MODEL_FAIL, WHOLE_MODEL_WARN),
+    "missing": (MISSING_FAIL, MISSING_WARN),
+    "contended": (CONTENDED_CANNOT_JUDGE, CONTENDED_WARN),
+}
+SETTINGS = ("alpha", *POLICIES)  # per-layer settings that are not metric thresholds
 SECTIONS = ("defaults", "suite", "workload", "case")
 OFF = None  # a metric switched off
 
@@ -83,6 +96,8 @@ class Thresholds:
     values: Mapping[str, float | int | None]
     alpha: float = DEFAULT_ALPHA
     whole_model: str = WHOLE_MODEL_FAIL  # "warn": slower (eager too) does not fail the gate
+    missing: str = MISSING_FAIL  # "warn": a case missing in head does not fail the gate
+    contended: str = CONTENDED_CANNOT_JUDGE  # "warn": a contended case does not stop the gate (exit 3)
 
     def get(self, metric: str) -> float | int | None:
         return self.values.get(metric)
@@ -111,22 +126,32 @@ class ThresholdConfig:
     explicit_defaults: set[str] = field(default_factory=set)  # metrics the [defaults] table set itself
     whole_model: str = WHOLE_MODEL_FAIL
     whole_model_override: str | None = None  # --whole-model: beats every layer of the file
+    # the [defaults] table's missing / contended policies (whole_model has its own field)
+    policies: dict[str, str] = field(default_factory=dict)
+    # --missing / --contended (and --whole-model, also kept above): beat every layer of the file
+    policy_overrides: dict[str, str] = field(default_factory=dict)
 
     def for_case(self, case_id: str, workload: str = "", suite: str = "") -> Thresholds:
         values = dict(self.defaults)
-        alpha, whole_model = self.alpha, self.whole_model
+        alpha = self.alpha
+        policies = {name: choices[0] for name, choices in POLICIES.items()}
+        policies.update(self.policies)
+        policies["whole_model"] = self.whole_model
         layers = [self.suites.get(str(suite)), self.workloads.get(str(workload)), self.cases.get(str(case_id))]
         explicit = set(self.explicit_defaults)
         for layer in layers:
             if layer:
                 alpha = layer.get("alpha", alpha)
-                whole_model = layer.get("whole_model", whole_model)
+                policies.update({k: v for k, v in layer.items() if k in POLICIES})
                 values.update({k: v for k, v in layer.items() if k not in SETTINGS})
                 explicit.update(layer)
         for metric, source in FALLBACKS.items():
             if metric not in explicit:
                 values[metric] = values.get(source)
-        return Thresholds(values, alpha, self.whole_model_override or whole_model)
+        policies.update({k: v for k, v in self.policy_overrides.items() if v})
+        if self.whole_model_override:
+            policies["whole_model"] = self.whole_model_override
+        return Thresholds(values, alpha, **policies)
 
 
 def parse_value(metric: str, raw: Any, where: str) -> float | int | None:
@@ -168,9 +193,16 @@ def _alpha(raw: Any, where: str) -> float:
 
 def whole_model_policy(raw: Any, where: str) -> str:
     """'fail' or 'warn' (what a whole-model change does to the gate)."""
-    if raw in (WHOLE_MODEL_FAIL, WHOLE_MODEL_WARN):
+    return policy("whole_model", raw, where)
+
+
+def policy(name: str, raw: Any, where: str) -> str:
+    """One of POLICIES[name]'s values (what a kind of case does to the gate)."""
+    choices = POLICIES[name]
+    if raw in choices:
         return str(raw)
-    raise ThresholdConfigError(f"{where}: {raw!r} is not a whole-model policy; use \"fail\" (default) or \"warn\"")
+    listed = " or ".join(f'"{c}"' + (" (default)" if i == 0 else "") for i, c in enumerate(choices))
+    raise ThresholdConfigError(f"{where}: {raw!r} is not a {name.replace('_', '-')} policy; use {listed}")
 
 
 def known_keys() -> list[str]:
@@ -184,8 +216,8 @@ def _parse_table(table: Any, where: str) -> dict[str, Any]:
     for key, raw in table.items():
         if key == "alpha":
             out["alpha"] = _alpha(raw, f"{where}.alpha")
-        elif key == "whole_model":
-            out["whole_model"] = whole_model_policy(raw, f"{where}.whole_model")
+        elif key in POLICIES:
+            out[key] = policy(key, raw, f"{where}.{key}")
         else:
             out[key] = parse_value(key, raw, f"{where}.{key}")
     return out
@@ -215,6 +247,7 @@ def config_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Thresho
     defaults = _parse_table(data.get("defaults", {}), f"{source}: defaults")
     config.alpha = defaults.pop("alpha", config.alpha)
     config.whole_model = defaults.pop("whole_model", config.whole_model)
+    config.policies = {k: defaults.pop(k) for k in list(defaults) if k in POLICIES}
     config.defaults.update(defaults)
     config.explicit_defaults = set(defaults)
     for section, target in (("suite", config.suites), ("workload", config.workloads), ("case", config.cases)):

@@ -6,6 +6,8 @@ does with it by default:
 * ``Outcome.FAIL``: the thing judged got worse; the gate exits 1.
 * ``Outcome.WARN``: shown, never failing by default (undecided, or not the compiler's change).
 * ``Outcome.PASS``: nothing to act on.
+* ``Outcome.CANNOT_JUDGE``: the comparison cannot say (the machine was contended); the gate
+  exits 3, neither passing nor failing.
 
 `--fail-on` (and the thresholds file's policy keys) can move a verdict between the first two
 for one gate; the class here is the default. Members are declared worst first: the
@@ -30,6 +32,7 @@ class Outcome(str, Enum):
     FAIL = "fail"
     WARN = "warn"
     PASS = "pass"
+    CANNOT_JUDGE = "cannot judge"
 
     def __str__(self) -> str:
         return self.value
@@ -99,7 +102,7 @@ OUTCOMES: dict[Verdict, Outcome] = {
     Verdict.REGRESSION: Outcome.FAIL,
     Verdict.SLOWER_EAGER_TOO: Outcome.FAIL,
     Verdict.NOW_FAILING: Outcome.FAIL,
-    Verdict.MISSING: Outcome.WARN,
+    Verdict.MISSING: Outcome.FAIL,
     Verdict.SLOWER_EAGER_TOO_NO_PROBE: Outcome.WARN,
     Verdict.NOISY: Outcome.WARN,
     Verdict.MACHINE_DRIFT: Outcome.WARN,

@@ -1,7 +1,8 @@
 """Commands: compare, gate, ab, noise, expected, import-pytest-benchmark, export-pytest-benchmark.
 
-Exit codes (as for every compilebench command): 0 clean, 1 regression (or a failed expected
-check), 2 usage or input error (one line on stderr).
+Exit codes (as for every compilebench command): 0 clean, 1 regression, a failing verdict (or
+a failed expected check), 2 usage or input error (one line on stderr), 3 the comparison
+could not judge: nothing compared (no case in both), nothing judged, machine contended.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.analysis.compare import METRICS, Comparison, compare_runs
-from harness.analysis.verdicts import DEFAULT_FAIL_ON, VERDICT_ORDER, Verdict, parse_verdict
+from harness.analysis.verdicts import DEFAULT_FAIL_ON, VERDICT_ORDER, Outcome, Verdict, parse_verdict
 from harness.cli.common import (
     EXIT_FAILED,
+    EXIT_HARNESS,
     EXIT_INTERRUPTED,
     EXIT_OK,
     OVERRIDE_WORKLOADS_HELP,
@@ -25,13 +27,17 @@ from harness.cli.common import (
 )
 from harness.model.schema import Run, RunFileError
 
-GATE_FAIL_ON = (*DEFAULT_FAIL_ON, Verdict.MISSING)  # a PR gate must not let a case disappear quietly
+# a missing case fails both by default (DEFAULT_FAIL_ON has it: a model that stopped running is a
+# failure); `gate` is the CI spelling of compare, kept for the workflows that call it
+GATE_FAIL_ON = DEFAULT_FAIL_ON
+EXIT_FOR = {Outcome.FAIL: EXIT_FAILED, Outcome.CANNOT_JUDGE: EXIT_HARNESS, Outcome.PASS: EXIT_OK}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     for name, fail_on, help_text in (
-        ("compare", DEFAULT_FAIL_ON, "compare two runs case by case; exit 1 on a regression"),
-        ("gate", GATE_FAIL_ON, "compare for CI: like compare, and a missing case also fails"),
+        ("compare", DEFAULT_FAIL_ON, "compare two runs case by case; exit 1 on a regression or a missing case, "
+                                     "3 when nothing could be compared or judged"),
+        ("gate", GATE_FAIL_ON, "compare for CI (the same verdicts and exit codes as compare)"),
     ):
         p = sub.add_parser(name, help=help_text, description=help_text + ". BASE/HEAD: run files, run ids "
                            "(in OUT/runs or the history store), 'latest', 'latest~N' (e.g. latest~1:suite=cpu: the "
@@ -111,6 +117,9 @@ def _compare_options(p: argparse.ArgumentParser, fail_on: Sequence[str], with_ou
                    help="what a whole-model change does: `slower (eager too)`, eager slowed with the compiled "
                         "code on a steady machine (a torch or model change). fail (default) or warn, for gates "
                         "that judge the compiler alone; beats the thresholds file's whole_model key")
+    p.add_argument("--missing", choices=("fail", "warn"), default=None,
+                   help="what a case measured in base and not in head does: fail (default: a model that stopped "
+                        "running is a failure) or warn; beats the thresholds file's missing key")
     p.add_argument("--noise", help="noise JSON from `compilebench noise` on this machine: a one-process-per-side "
                    "speedup/latency change inside its A/A band (mdc_single) is `noisy`, not a verdict; cases too "
                    "noisy to judge are flagged")
@@ -189,31 +198,43 @@ def write_output(target: str, text: str) -> None:
 
 
 def render(cmp: Comparison, args: argparse.Namespace, versions: str = "") -> int:
-    """Print the table, write markdown/JSON as asked; return the exit code. `versions` (ab)
-    names the builds on each side in the summary and the markdown title."""
-    from rich.console import Console
-
+    """Print the table, write markdown/JSON as asked; return the exit code: 1 for a failing
+    verdict, 3 when the comparison could not judge (nothing compared, nothing judged, machine
+    contended), else 0. `versions` (ab) names the builds on each side in the summary and the
+    markdown title."""
+    from harness.report.display import make_console
     from harness.report.gate_output import geomean_line, headline, json_text, markdown, terminal_table
 
     fail_on = _fail_on(args.fail_on)
-    failing = cmp.failing(fail_on)
-    console = Console(stderr=args.json == "-" or args.markdown == "-")
+    decision = cmp.decide(cmp.failing(fail_on))
+    console = make_console(stderr=args.json == "-" or args.markdown == "-")
     for warning in cmp.warnings:
         console.print(f"WARNING: {warning}", style="bold yellow", highlight=False)
-    console.print(terminal_table(cmp, show_all=args.all))
+    if cmp.cases:
+        table = terminal_table(cmp, show_all=args.all)
+        if not console.is_terminal:  # a CI log or a pipe: as wide as the table, nothing wraps
+            from rich.measure import Measurement
+
+            natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
+            console.width = max(console.width, natural)
+        console.print(table)
     for case in cmp.cases:
         for flag in case.flags:
             console.print(f"{case.case_id}: {flag}", style="yellow", highlight=False, markup=False)
     if versions:
         console.print(f"versions: {versions}", style="bold", highlight=False, markup=False)
     console.print(geomean_line(cmp), highlight=False, markup=False)
-    console.print(headline(cmp, failing), style="bold red" if failing else "bold green", highlight=False)
+    line = headline(cmp, decision)
+    style = {Outcome.FAIL: "bold red", Outcome.CANNOT_JUDGE: "bold magenta"}.get(decision.outcome, "bold green")
+    console.print(line, style=style, highlight=False, markup=False)
     if args.markdown:
         title = f"compilebench {args.command}" + (f": {versions}" if versions else "")
-        write_output(args.markdown, markdown(cmp, failing, title=title))
+        write_output(args.markdown, markdown(cmp, decision.failing, title=title))
     if args.json:
-        write_output(args.json, json_text(cmp, failing, fail_on) + "\n")
-    return EXIT_FAILED if failing else EXIT_OK
+        write_output(args.json, json_text(cmp, decision.failing, fail_on) + "\n")
+    if decision.outcome is Outcome.CANNOT_JUDGE:  # the one line a CI log shows for exit 3
+        print(f"compilebench: {decision.reason}", file=sys.stderr)
+    return EXIT_FOR[decision.outcome]
 
 
 def _compare(base: list[Run], head: list[Run], args: argparse.Namespace, ignore_fields: Sequence[str] = ()) -> Comparison:
@@ -222,6 +243,7 @@ def _compare(base: list[Run], head: list[Run], args: argparse.Namespace, ignore_
 
     config = load_thresholds(args.thresholds)
     config.whole_model_override = getattr(args, "whole_model", None)
+    config.policy_overrides["missing"] = getattr(args, "missing", None)
     noise = load_noise_table(args.noise) if args.noise else None
     _fail_on(args.fail_on)  # validate before any work
     return compare_runs(base, head, config, metrics=_metrics(args.metric), allow_mismatch=args.allow_mismatch,

@@ -1,8 +1,14 @@
 """Render a Comparison: rich terminal table, GitHub-flavoured markdown, JSON.
 
 The markdown is written for a PR comment or a job summary: the verdict line first, then
-the cases that need attention (regressions, now failing, missing, noisy) in a table, and
-everything else inside a collapsible <details> block so a clean PR stays one screen long.
+the cases that need attention (regressions, now failing, noisy) in a table, the cases
+missing in head and the ones compare could not judge (machine contended) in sections of
+their own, and everything else inside a collapsible <details> block so a clean PR stays one
+screen long.
+
+The terminal table keeps every case id and verdict whole at any width (their columns never
+shrink below their longest entry; the notes wrap instead): CI logs are not terminals, and
+`make_console()` gives them a wide, non-wrapping console.
 """
 
 from __future__ import annotations
@@ -19,13 +25,17 @@ from harness.analysis.compare import (
     Comparison,
     MetricResult,
 )
-from harness.analysis.verdicts import Verdict
+from harness.analysis.comparison import GateDecision
+from harness.analysis.verdicts import Outcome, Verdict
 from harness.report.display import fmt_bytes, fmt_seconds
 
-ATTENTION = (Verdict.REGRESSION, Verdict.SLOWER_EAGER_TOO, Verdict.NOW_FAILING, Verdict.MISSING, Verdict.SLOWER_EAGER_TOO_NO_PROBE, Verdict.NOISY, Verdict.EAGER_FASTER)
-STYLE = {Verdict.REGRESSION: "bold red", Verdict.SLOWER_EAGER_TOO: "bold red", Verdict.NOW_FAILING: "bold red", Verdict.MISSING: "yellow",
+ATTENTION = (Verdict.REGRESSION, Verdict.SLOWER_EAGER_TOO, Verdict.NOW_FAILING, Verdict.SLOWER_EAGER_TOO_NO_PROBE,
+             Verdict.NOISY, Verdict.EAGER_FASTER)
+# verdicts with a markdown section of their own (a list, not metric rows: there is nothing to compare)
+OWN_SECTION = (Verdict.MISSING,)
+STYLE = {Verdict.REGRESSION: "bold red", Verdict.SLOWER_EAGER_TOO: "bold red", Verdict.NOW_FAILING: "bold red", Verdict.MISSING: "bold red",
          Verdict.SLOWER_EAGER_TOO_NO_PROBE: "yellow", Verdict.NOISY: "yellow", Verdict.MACHINE_DRIFT: "cyan", Verdict.EAGER_FASTER: "magenta", Verdict.EAGER_SLOWER: "magenta", Verdict.IMPROVEMENT: "green", Verdict.FASTER_EAGER_TOO: "green", Verdict.NOW_PASSING: "green"}
-EMOJI = {Verdict.REGRESSION: ":red_circle:", Verdict.SLOWER_EAGER_TOO: ":orange_circle:", Verdict.NOW_FAILING: ":x:", Verdict.MISSING: ":warning:",
+EMOJI = {Verdict.REGRESSION: ":red_circle:", Verdict.SLOWER_EAGER_TOO: ":orange_circle:", Verdict.NOW_FAILING: ":x:", Verdict.MISSING: ":no_entry:",
          Verdict.SLOWER_EAGER_TOO_NO_PROBE: ":warning:", Verdict.NOISY: ":grey_question:", Verdict.MACHINE_DRIFT: ":thermometer:", Verdict.EAGER_FASTER: ":information_source:",
          Verdict.EAGER_SLOWER: ":information_source:", Verdict.IMPROVEMENT: ":green_circle:",
          Verdict.FASTER_EAGER_TOO: ":green_circle:", Verdict.NOW_PASSING: ":white_check_mark:"}
@@ -76,13 +86,16 @@ def _status_note(case: CaseResult) -> str:
     return f"status {case.status_base} -> {case.status_head}"
 
 
-def headline(cmp: Comparison, failing: list[CaseResult]) -> str:
+def headline(cmp: Comparison, failing: list[CaseResult] | GateDecision) -> str:
+    """The verdict line: FAIL / CANNOT JUDGE / PASS, why, and the counts."""
+    decision = failing if isinstance(failing, GateDecision) else cmp.decide(failing)
     counts = ", ".join(f"{n} {v}" for v, n in cmp.counts().items())
     warned = sum(1 for c in cmp.cases if c.warn_only)
-    state = f"FAIL: {len(failing)} case(s) regressed or broke" if failing else "PASS: no regression"
+    state = {Outcome.FAIL: "FAIL", Outcome.CANNOT_JUDGE: "CANNOT JUDGE"}.get(decision.outcome, "PASS")
+    state = f"{state}: {decision.reason}"
     if warned:
-        state += f" ({warned} whole-model change(s) warn-only)"
-    return f"{state} ({len(cmp.cases)} cases: {counts})"
+        state += f" ({warned} warn-only)"
+    return f"{state} ({len(cmp.cases)} cases: {counts})" if cmp.cases else state
 
 
 def geomean_line(cmp: Comparison, max_listed: int = 10) -> str:
@@ -111,10 +124,16 @@ def _interesting_metrics(case: CaseResult) -> list[MetricResult]:
 
 def terminal_table(cmp: Comparison, show_all: bool = False) -> Table:
     table = Table(title=f"compare {', '.join(cmp.base['run_ids'])} -> {', '.join(cmp.head['run_ids'])}")
+    # case ids and verdicts are what a CI log is grepped for: never cut or wrapped
+    whole = {"case": max([len("case"), *(len(c.case_id) for c in cmp.cases)]),
+             "verdict": max([len("verdict"), *(len(str(c.verdict)) for c in cmp.cases)]), "metric": len("compile_host_memory")}
     for col, just in (("case", "left"), ("verdict", "left"), ("metric", "left"), ("base", "right"),
                       ("head", "right"), ("change [CI]", "right"), ("p", "right"), ("threshold", "right"),
                       ("note", "left")):
-        table.add_column(col, justify=just)  # type: ignore[arg-type]
+        if col == "note":  # the one column that wraps (at words) when the width runs out
+            table.add_column(col, justify=just)  # type: ignore[arg-type]
+        else:
+            table.add_column(col, justify=just, no_wrap=True, min_width=whole.get(col))  # type: ignore[arg-type]
     for case in cmp.cases:
         rows = _interesting_metrics(case) or (case.metrics[:2] if show_all else [])
         verdict = Text(case.verdict, style=STYLE.get(case.verdict, ""))
@@ -164,6 +183,7 @@ def markdown(cmp: Comparison, failing: list[CaseResult], title: str = "compilebe
     lines += ["", _md_escape(geomean_line(cmp)), ""]
     for warning in cmp.warnings:
         lines += [f"> [!WARNING]\n> {_md_escape(warning)}", ""]
+    lines += _missing_section(cmp)
     attention = [c for c in cmp.cases if c.verdict in ATTENTION]
     if attention:
         lines += ["### Needs attention", "", *_md_rows(attention, all_metrics=False), ""]
@@ -173,7 +193,7 @@ def markdown(cmp: Comparison, failing: list[CaseResult], title: str = "compilebe
         if flagged:
             lines.append("")
     lines += compare_markdown_lines(cmp)  # pass rate and geomean per suite x compiler (analysis/breadth.py)
-    rest = [c for c in cmp.cases if c.verdict not in ATTENTION]
+    rest = [c for c in cmp.cases if c.verdict not in ATTENTION and c.verdict not in OWN_SECTION]
     if rest:
         lines += [f"<details><summary>All other cases ({len(rest)})</summary>", "",
                   *_md_rows(rest, all_metrics=True), "", "</details>", ""]
@@ -183,8 +203,20 @@ def markdown(cmp: Comparison, failing: list[CaseResult], title: str = "compilebe
                  "`slower (eager too; no probe)`: the same, but no usable machine probe says the machine held "
                  "still (warns, does not fail by default). "
                  "`machine drift`: the machine-speed probe moved and nothing is left after normalising. "
-                 "`noisy`: the spread is too high to decide a change of the threshold's size.")
+                 "`noisy`: the spread is too high to decide a change of the threshold's size. "
+                 "`missing`: measured in base, not in head (fails unless `missing = \"warn\"` / `--missing warn`).")
     return "\n".join(lines) + "\n"
+
+
+def _missing_section(cmp: Comparison) -> list[str]:
+    missing = [c for c in cmp.cases if c.verdict == Verdict.MISSING]
+    if not missing:
+        return []
+    warned = sum(1 for c in missing if c.warn_only)
+    how = "warn only" if warned == len(missing) else ("fail the gate" if not warned else f"{warned} warn only")
+    lines = [f"### Missing in head ({len(missing)}: {how})", "", "Measured in base, not run in head:", ""]
+    lines += [f"- {EMOJI[Verdict.MISSING]} `{_md_escape(c.case_id)}` (base status {c.status_base})" for c in missing]
+    return [*lines, ""]
 
 
 # ---------------------------------------------------------------- JSON
@@ -193,6 +225,10 @@ def json_text(cmp: Comparison, failing: list[CaseResult], fail_on: tuple[str, ..
     data = cmp.to_dict()
     data["fail_on"] = list(fail_on)
     data["failed"] = [c.case_id for c in failing]
-    data["headline"] = headline(cmp, failing)
+    decision = cmp.decide(failing)
+    data["outcome"] = str(decision.outcome)
+    data["reason"] = decision.reason
+    data["missing"] = [c.case_id for c in cmp.cases if c.verdict == Verdict.MISSING]
+    data["headline"] = headline(cmp, decision)
     data["geomean_line"] = geomean_line(cmp)
     return json.dumps(data, indent=1, allow_nan=False)
