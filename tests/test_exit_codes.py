@@ -1,0 +1,410 @@
+"""The CI contract (issue 23): every command answers each class of fault with its exit code
+and one line on stderr, never a traceback, and keeps what it had already written.
+
+Exit codes (README "Exit codes"): 0 ok, 1 a case failed or a regression, 2 bad usage or
+input, 3 the harness could not do its job, 130 interrupted.
+
+Faults and how each is made here:
+- read-only folder: a read-only tmpfs mounted for the test where `mount` works (root in a
+  container: chmod has no effect on root); else a chmod 0555 folder when that really
+  denies writing (os.access); else the test is skipped.
+- disk full (ENOSPC): a 200 KiB tmpfs filled to the last byte where `mount` works; else
+  SIMULATED by making os.fsync raise OSError(ENOSPC), which every atomic write and the
+  journal call before their rename (the test id says `tmpfs` or `simulated`).
+- corrupt store: garbage bytes in history.sqlite ("file is not a database").
+- half-corrupt store: a valid store with one page overwritten, and a valid store cut in half.
+- truncated and foreign run files.
+Most of this runs in-process through main(argv) and compiles nothing; the two real runs
+are one tiny eager MLP case each (seconds).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main as cli
+from harness.model.schema import load_run, save_run
+from harness.run.store import HistoryStore
+from harness.testing.synthetic_history import SyntheticSpec, synthetic_history
+
+ROOT = Path(__file__).resolve().parent.parent
+V1_RUN = ROOT / "tests" / "data" / "run_v1_mlp_eager.json"
+TINY_RUN = ["-w", "mlp-classic", "--scenario", "forward", "-c", "eager", "--size", "tiny", "--min-time", "0.01",
+            "--min-samples", "3", "--warmup", "1"]
+PYTEST_BENCHMARK = {"machine_info": {"node": "h", "machine": "x86_64"}, "commit_info": {}, "version": "4.0.0",
+                    "datetime": "2026-01-01T00:00:00",
+                    "benchmarks": [{"name": "t", "fullname": "t", "group": None, "params": None,
+                                    "stats": {"min": 0.1, "max": 0.2, "mean": 0.15, "stddev": 0.01, "median": 0.15,
+                                              "rounds": 5, "iterations": 1, "data": [0.1, 0.15, 0.15, 0.16, 0.2]}}]}
+
+
+def _call(capsys, argv: list[str]) -> tuple[int, list[str], str]:
+    """(exit code, non-empty stderr lines, stdout) of main(argv); argparse's own exits too."""
+    try:
+        code = cli.main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, [line for line in captured.err.splitlines() if line.strip()], captured.out
+
+
+def _one_error(capsys, argv: list[str], code: int) -> str:
+    """Assert the exit code, exactly one error line on stderr (after any progress lines) and
+    no traceback anywhere; return the error line."""
+    got, err, out = _call(capsys, argv)
+    assert got == code, (argv, got, err)
+    errors = [line for line in err if line.startswith("compilebench: error: ")]
+    assert len(errors) == 1 and err[-1] == errors[0], err
+    assert "Traceback" not in "\n".join(err) + out
+    return errors[0]
+
+
+# ---------------------------------------------------------------- the table, on every command
+
+def _subcommands() -> dict[str, object]:
+    import argparse
+
+    parser = cli.build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_every_subcommand_documents_the_exit_codes_and_takes_debug():
+    commands = _subcommands()
+    assert {"run", "show", "list", "compare", "gate", "store", "merge", "report", "dashboard"} <= set(commands)
+    for name, parser in commands.items():
+        text = " ".join(parser.format_help().split())
+        assert "exit codes: 0 ok; 1 " in text and "3 the harness could not do its job" in text, name
+        assert "--debug" in text, name
+
+
+def test_debug_before_or_after_the_subcommand_shows_the_traceback(capsys):
+    for argv in (["run", "--suite", "smok", "--debug"], ["--debug", "run", "--suite", "smok"]):
+        assert cli.main(argv) == cli.EXIT_USAGE
+        err = capsys.readouterr().err
+        assert "Traceback" in err and err.strip().splitlines()[-1].startswith("compilebench: error: unknown suite")
+    assert "Traceback" not in _one_error(capsys, ["run", "--suite", "smok"], cli.EXIT_USAGE)
+
+
+def test_an_unexpected_exception_is_one_line_and_exit_3_not_1(capsys, monkeypatch):
+    from harness.cli import listing
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(listing, "catalog", broken)
+    line = _one_error(capsys, ["list"], cli.EXIT_HARNESS)
+    assert "internal error: RuntimeError: boom second line" in line and "--debug" in line
+
+
+# ---------------------------------------------------------------- fault fixtures
+
+def _mount(target: Path, options: str) -> bool:
+    target.mkdir(parents=True, exist_ok=True)
+    if not shutil.which("mount"):
+        return False
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(target)], capture_output=True)
+    return res.returncode == 0
+
+
+def _umount(target: Path) -> None:
+    # lazy: a file a failed command left open (the run journal's, on a full disk) must not keep it mounted
+    subprocess.run(["umount", "-l", str(target)], capture_output=True)
+
+
+@pytest.fixture
+def read_only_dir(tmp_path) -> Iterator[Path]:
+    target = tmp_path / "ro"
+    if _mount(target, "ro,size=64k"):
+        try:
+            yield target
+        finally:
+            _umount(target)
+        return
+    target.chmod(0o555)
+    if os.access(target, os.W_OK):  # root: chmod does not stop it, and no mount either
+        target.chmod(0o755)
+        pytest.skip("no read-only folder possible here: running as root without mount")
+    yield target
+    target.chmod(0o755)
+
+
+@pytest.fixture(params=["tmpfs", "simulated"])
+def full_dir(request, tmp_path, monkeypatch) -> Iterator[Path]:
+    """A folder on a full disk: a real 200 KiB tmpfs filled up, or (where mount is refused,
+    and always as the second parameter) SIMULATED: os.fsync raises ENOSPC."""
+    target = tmp_path / "full"
+    if request.param == "tmpfs":
+        if not _mount(target, "size=200k"):
+            pytest.skip("tmpfs cannot be mounted here; the simulated case covers ENOSPC")
+        try:
+            with open(target / "filler", "wb", buffering=0) as fh:  # unbuffered: close has nothing left to flush
+                try:
+                    while True:
+                        fh.write(b"\0" * 4096)
+                except OSError as exc:
+                    assert exc.errno == errno.ENOSPC
+            yield target
+        finally:
+            _umount(target)
+        return
+    target.mkdir()
+
+    def no_space(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", no_space)
+    yield target
+
+
+def _writers(tmp_path: Path, where: Path) -> dict[str, list[str]]:
+    """Commands that write into `where`, each with inputs that are fine."""
+    db = tmp_path / "good" / "history.sqlite"
+    if not db.exists():
+        with HistoryStore(db) as store:
+            store.ingest(load_run(V1_RUN))
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps(PYTEST_BENCHMARK))
+    return {
+        "run": ["run", *TINY_RUN, "--no-ingest", "--out", str(where)],
+        "report": ["report", str(V1_RUN), "-o", str(where / "r.html")],
+        "merge": ["merge", str(V1_RUN), "-o", str(where / "merged.json")],
+        "export": ["export-pytest-benchmark", str(V1_RUN), "-o", str(where / "pb.json")],
+        "import": ["import-pytest-benchmark", str(bench), "--out", str(where)],
+        "compare-markdown": ["compare", str(V1_RUN), str(V1_RUN), "--markdown", str(where / "c.md")],
+        "expected": ["expected", "update", str(V1_RUN), "--file", str(where / "e.json")],
+        "dashboard": ["dashboard", "--db", str(db), "-o", str(where / "dash")],
+        "store-rebuild": ["store", "rebuild", "--out", str(where)],
+    }
+
+
+WRITERS = ["run", "report", "merge", "export", "import", "compare-markdown", "expected", "dashboard", "store-rebuild"]
+
+
+@pytest.mark.parametrize("command", WRITERS)
+def test_read_only_output_folder_is_exit_3_naming_it(capsys, tmp_path, read_only_dir, command):
+    line = _one_error(capsys, _writers(tmp_path, read_only_dir)[command], cli.EXIT_HARNESS)
+    assert str(read_only_dir) in line, line
+    assert any(word in line for word in ("Read-only file system", "Permission denied")), line
+
+
+@pytest.mark.parametrize("command", WRITERS)
+def test_full_disk_is_exit_3_naming_the_folder(capsys, tmp_path, full_dir, command, request):
+    if command == "store-rebuild" and "simulated" in request.node.name:
+        pytest.skip("the simulation reaches Python's writes, not SQLite's own; the tmpfs case covers the store")
+    line = _one_error(capsys, _writers(tmp_path, full_dir)[command], cli.EXIT_HARNESS)
+    assert str(full_dir) in line and ("No space left on device" in line or "disk is full" in line), line
+    leftovers = [p.name for p in full_dir.rglob("*") if p.is_file() and p.name != "filler" and p.stat().st_size]
+    assert not [n for n in leftovers if not n.endswith(".journal.jsonl")], leftovers  # no half-written output
+
+
+# ---------------------------------------------------------------- corrupt and half-corrupt stores
+
+def _results(tmp_path: Path, nights: int = 40) -> Path:
+    """OUT with run files and the store holding the same runs (SYNTHETIC data)."""
+    out = tmp_path / "results"
+    with HistoryStore(out / "history.sqlite") as store:
+        for run in synthetic_history(SyntheticSpec(cases=3), nights):
+            store.ingest(run)
+            save_run(run, out / "runs" / f"{run.run_id}.json")
+    return out
+
+
+def _damage(db: Path, kind: str) -> None:
+    data = bytearray(db.read_bytes())
+    if kind == "garbage":
+        db.write_bytes(b"this is not an sqlite file " * 200)
+    elif kind == "page":  # a b-tree page of the records table overwritten
+        data[4096 * 3:4096 * 4] = b"\x00\x07" * 2048
+        db.write_bytes(bytes(data))
+    elif kind == "truncated":
+        db.write_bytes(bytes(data[: len(data) // 2]))
+
+
+def _store_readers(out: Path, tmp_path: Path) -> dict[str, list[str]]:
+    last = sorted((out / "runs").glob("*.json"))[-1]
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps(PYTEST_BENCHMARK))
+    return {
+        "run": ["run", *TINY_RUN, "--out", str(out)],
+        "show-id": ["show", last.stem, "--out", str(out)],
+        "compare-latest": ["compare", "latest~1", "latest", "--out", str(out)],
+        "report-latest": ["report", "latest", "-o", str(tmp_path / "r.html"), "--out", str(out)],
+        "dashboard": ["dashboard", "--db", str(out / "history.sqlite"), "-o", str(tmp_path / "dash")],
+        "merge-ingest": ["merge", str(last), "-o", str(tmp_path / "merged.json"), "--ingest", str(out / "history.sqlite")],
+        "import": ["import-pytest-benchmark", str(bench), "--out", str(out)],
+        "store-check": ["store", "check", "--out", str(out)],
+    }
+
+
+@pytest.mark.parametrize("kind", ["garbage", "page", "truncated"])
+def test_a_damaged_store_is_refused_by_every_command_then_rebuilt(capsys, tmp_path, kind):
+    out = _results(tmp_path)
+    db = out / "history.sqlite"
+    _damage(db, kind)
+    damaged = db.read_bytes()
+    runs_before = {p: p.read_bytes() for p in (out / "runs").glob("*.json")}
+    for name, argv in _store_readers(out, tmp_path).items():
+        line = _one_error(capsys, argv, cli.EXIT_HARNESS)
+        assert f"history store {db} is damaged" in line and f"compilebench store rebuild --out {out}" in line, (name, line)
+        assert db.read_bytes() == damaged, name  # never touched, let alone deleted
+    assert all(p.read_bytes() == text for p, text in runs_before.items())  # the source of truth untouched
+    assert (tmp_path / "merged.json").exists()  # merge wrote its file before the ingest failed
+    assert not (tmp_path / "dash").exists() and not (tmp_path / "r.html").exists()
+    assert not [p for p in (out / "runs").glob("*.json") if "adhoc" in p.name]  # run refused before any case
+
+    code, _, stdout = _call(capsys, ["store", "rebuild", "--out", str(out)])
+    assert code == cli.EXIT_OK, stdout
+    (aside,) = out.glob("history.sqlite.before-rebuild-*")
+    assert aside.read_bytes() == damaged  # moved aside whole
+    runs_in_files = len(list((out / "runs").glob("*.json")))  # incl. the imported pytest-benchmark run
+    assert f"{runs_in_files} run(s)" in stdout
+    code, _, stdout = _call(capsys, ["store", "check", "--out", str(out), "--full"])
+    assert code == cli.EXIT_OK and f"{runs_in_files} run(s)" in stdout
+    assert _call(capsys, ["compare", "latest~2", "latest~1", "--out", str(out)])[0] in (cli.EXIT_OK, cli.EXIT_FAILED)
+
+
+def test_the_real_entry_point_on_a_damaged_store(tmp_path):
+    out = _results(tmp_path, nights=3)
+    _damage(out / "history.sqlite", "garbage")
+    res = subprocess.run([sys.executable, "-m", "harness", "store", "check", "--out", str(out)], cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 3 and res.stdout == ""
+    assert res.stderr.count("\n") == 1 and "file is not a database" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_opening_a_damaged_store_names_the_file_for_any_path(tmp_path):
+    from harness.run.store import StoreCorruptError
+
+    db = tmp_path / "elsewhere.sqlite"
+    db.write_bytes(b"garbage" * 100)
+    with pytest.raises(StoreCorruptError, match="store rebuild --db .*elsewhere.sqlite --runs DIR"):
+        HistoryStore(db)
+
+
+# ---------------------------------------------------------------- a run whose ingest fails keeps its run file
+
+def test_a_run_whose_ingest_fails_keeps_its_run_file_and_exits_3(capsys, tmp_path):
+    """Real: the store path is a folder (SQLite cannot open it), so the ingest after the case fails."""
+    out = tmp_path / "out"
+    (out / "history.sqlite").mkdir(parents=True)
+    line = _one_error(capsys, ["run", *TINY_RUN, "--out", str(out)], cli.EXIT_HARNESS)
+    assert "history.sqlite" in line and "kept in its run file" in line, line
+    (run_file,) = (out / "runs").glob("*.json")
+    assert [r.status for r in load_run(run_file).records] == ["ok"]
+
+
+def test_an_import_whose_ingest_hits_a_full_disk_keeps_its_run_file(capsys, tmp_path, monkeypatch):
+    """SIMULATED: SQLite's own answer to ENOSPC ("database or disk is full") raised by the ingest."""
+    from harness.run import store as store_module
+
+    def full(*args):  # inside the ingest's transaction, where SQLite would raise it
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(store_module, "record_row", full)
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps(PYTEST_BENCHMARK))
+    line = _one_error(capsys, ["import-pytest-benchmark", str(bench), "--out", str(tmp_path / "o")], cli.EXIT_HARNESS)
+    assert "disk is full" in line and "history.sqlite" in line
+    assert len(list((tmp_path / "o" / "runs").glob("*.json"))) == 1
+
+
+# ---------------------------------------------------------------- truncated and foreign run files
+
+@pytest.mark.parametrize("kind", ["truncated", "foreign"])
+def test_truncated_and_foreign_run_files_are_exit_2_naming_the_file(capsys, tmp_path, kind):
+    bad = tmp_path / f"{kind}.json"
+    bad.write_text(V1_RUN.read_text()[:300] if kind == "truncated" else json.dumps(PYTEST_BENCHMARK))
+    for argv in (["show", str(bad)], ["report", str(bad), "-o", str(tmp_path / "r.html")],
+                 ["compare", str(V1_RUN), str(bad)], ["merge", str(bad), "-o", str(tmp_path / "m.json")],
+                 ["export-pytest-benchmark", str(bad), "-o", str(tmp_path / "p.json")],
+                 ["expected", "check", str(bad), "--file", str(tmp_path / "e.json")]):
+        line = _one_error(capsys, argv, cli.EXIT_USAGE)
+        assert str(bad) in line, (argv, line)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [bad.name]  # nothing written
+    # inside runs/, a rebuild lists it and goes on; the file itself stays
+    out = _results(tmp_path, nights=2)
+    shutil.copy(bad, out / "runs" / bad.name)
+    code, _, stdout = _call(capsys, ["store", "rebuild", "--out", str(out)])
+    assert code == cli.EXIT_OK and "2 run(s)" in stdout and f"left out (not a readable run file): {out / 'runs' / bad.name}" in stdout
+    assert (out / "runs" / bad.name).read_text() == bad.read_text()
+
+
+# ---------------------------------------------------------------- nothing measured
+
+def test_a_run_whose_every_case_was_skipped_exits_3_and_says_why(capsys, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without CUDA: every cuda case must be skipped")
+    argv = ["run", "-w", "mlp-classic,mlp-deep", "--scenario", "forward", "-c", "eager", "--device", "cuda",
+            "--no-ingest", "--out", str(tmp_path)]
+    code, err, out = _call(capsys, argv)
+    assert code == cli.EXIT_HARNESS
+    assert err[-1].startswith("compilebench: error: nothing measured: all 2 case(s) were skipped")
+    for workload in ("mlp-classic", "mlp-deep"):  # each case's reason, in the summary
+        assert any(line.startswith(f"{workload}/forward/eager/cuda") and "skipped: cuda not available" in line
+                   for line in out.splitlines()), out
+    assert len(list((tmp_path / "runs").glob("*.json"))) == 1  # the run file is still written
+    assert _call(capsys, [*argv, "--allow-skips"])[0] == cli.EXIT_OK
+
+
+def test_a_shard_with_no_case_is_nothing_to_run(capsys, tmp_path):
+    argv = ["run", "-w", "mlp-classic", "--scenario", "forward", "-c", "eager", "--shard", "2/2", "--no-ingest",
+            "--out", str(tmp_path)]
+    line = _one_error(capsys, argv, cli.EXIT_HARNESS)
+    assert "nothing to run" in line and "shard 2/2 got none of the 1 planned cases" in line
+
+
+# ---------------------------------------------------------------- CI logs: tables never cut
+
+LONG_ID = "zz-workload-with-a-very-long-name/forward/inductor/cpu/bf16x"  # 60 characters
+
+
+def test_a_table_into_a_pipe_keeps_a_long_case_id_and_the_verdict_whole_on_one_line(capsys):
+    from rich.table import Table
+    from rich.text import Text
+
+    from harness.report.display import make_console, print_table
+
+    assert len(LONG_ID) == 60
+    table = Table(title="comparison")
+    extra = [f"extra column {i}" for i in range(8)]  # wider than any fixed console width (220 was the old one)
+    for column in ("case", "metric", "base", "head", "change", "verdict", *extra):
+        table.add_column(column)
+    table.add_row(Text(LONG_ID), "latency", "1.00ms", "1.30ms", "+30.0%", "[bold red]slower (eager too)[/]",
+                  *(f"value {'x' * 20}" for _ in extra))
+    table.add_row("short", "speedup", "2.00x", "2.01x", "+0.5%", Text("unchanged"), *("-" for _ in extra))
+    for fmt in ("auto", "plain", "markdown"):
+        print_table(make_console(), table, fmt)  # capsys: stdout is not a terminal
+        lines = capsys.readouterr().out.splitlines()
+        assert any(LONG_ID in line and "slower (eager too)" in line for line in lines), (fmt, lines)
+        assert not any("…" in line for line in lines)
+
+
+def test_show_into_a_pipe_never_cuts_a_case_id(capsys, tmp_path):
+    run = load_run(V1_RUN)
+    record = run.records[0]
+    record.case = type(record.case)(**{**record.case.__dict__, "workload": "w" * 70})
+    path = save_run(run, tmp_path / "long.json")
+    code, _, out = _call(capsys, ["show", str(path)])
+    assert code == cli.EXIT_OK
+    assert any(record.case.case_id in line and record.status in line for line in out.splitlines())
+    code, _, out = _call(capsys, ["show", str(path), "--format", "markdown"])
+    assert code == cli.EXIT_OK and any(line.startswith(f"| {record.case.case_id} |") for line in out.splitlines())
+
+
+def test_json_means_json_on_stdout(capsys, tmp_path):
+    for argv in (["list", "--json"], ["show", str(V1_RUN), "--json"], ["env", "list", "--json"]):
+        code, _, out = _call(capsys, argv)
+        assert code == cli.EXIT_OK and json.loads(out), argv
