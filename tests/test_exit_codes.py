@@ -408,3 +408,21 @@ def test_json_means_json_on_stdout(capsys, tmp_path):
     for argv in (["list", "--json"], ["show", str(V1_RUN), "--json"], ["env", "list", "--json"]):
         code, _, out = _call(capsys, argv)
         assert code == cli.EXIT_OK and json.loads(out), argv
+
+
+def test_a_coldstart_whose_every_row_was_skipped_exits_3(capsys, tmp_path, monkeypatch):
+    """The row runner faked (its real path is tests/test_lifecycle.py): every row skipped, as on
+    a torch without aot_compile / AOTInductor."""
+    from harness.experiments import lifecycle
+
+    def all_skipped(opts, progress):
+        rows = [{"row": r, "kind": "load", "status": "skipped", "error": f"{r}: this torch lacks it"} for r in opts.rows]
+        return {"config": {"workload": opts.workload, "size": opts.size, "batch_size": 1, "device": "cpu",
+                           "dtype": "float32"}, "rows": rows, "builds": []}
+
+    monkeypatch.setattr(lifecycle, "coldstart", all_skipped)
+    argv = ["coldstart", "-w", "mlp-classic", "--rows", "aot_compile,aoti", "--json", str(tmp_path / "c.json")]
+    line = _one_error(capsys, argv, cli.EXIT_HARNESS)
+    assert line.startswith("compilebench: error: nothing measured: all 2 row(s) were skipped")
+    assert json.loads((tmp_path / "c.json").read_text())["rows"][1]["status"] == "skipped"  # the result still written
+    assert _call(capsys, [*argv, "--allow-skips"])[0] == cli.EXIT_OK

@@ -29,7 +29,10 @@ EXIT_CODES_HELP = ("exit codes: 0 ok; 1 a case failed or a regression was found;
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_HARNESS", "EXIT_INTERRUPTED", "EXIT_CODES_HELP", "CliError",
            "HarnessError", "UserError", "split_values", "batch_sizes", "Parser", "positive_seconds",
            "non_negative_seconds", "positive_int", "non_negative_int", "OVERRIDE_WORKLOADS_HELP", "add_output_options",
-           "json_to_stdout", "FORMAT_HELP"]
+           "json_to_stdout", "FORMAT_HELP", "nothing_measured", "ALLOW_SKIPS_HELP"]
+
+ALLOW_SKIPS_HELP = ("exit 0, not 3, when everything was skipped (e.g. a GPU suite on a box without one, a "
+                    "feature this torch lacks): by default a command that measured nothing fails the CI job")
 
 FORMAT_HELP = ("how tables print: auto (default: a table on a terminal, plain aligned text in a pipe or CI "
                "log, never cut or wrapped), table, plain, markdown")
@@ -93,6 +96,19 @@ def add_output_options(p: argparse.ArgumentParser, what: str, json_file: bool = 
                        help=f"print {what} as JSON on stdout (the tables go to stderr); --json FILE: write it to FILE")
     else:
         p.add_argument("--json", action="store_true", help=f"print {what} as JSON on stdout (the tables go to stderr)")
+
+
+def nothing_measured(statuses: Sequence[str], allow_skips: bool, what: str = "case") -> int:
+    """EXIT_HARNESS, with its one line on stderr, when there was something to measure and all
+    of it was skipped (the reasons are printed above by the command); else EXIT_OK. A nightly
+    whose GPU driver broke must not go green."""
+    if statuses and all(s == "skipped" for s in statuses) and not allow_skips:
+        import sys
+
+        print(f"compilebench: error: nothing measured: all {len(statuses)} {what}(s) were skipped (reasons above); "
+              "pass --allow-skips if that is expected", file=sys.stderr)
+        return EXIT_HARNESS
+    return EXIT_OK
 
 
 def json_to_stdout(args: argparse.Namespace) -> bool:

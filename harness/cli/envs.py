@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli.common import (
+    ALLOW_SKIPS_HELP,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
     CliError,
     add_output_options,
     json_to_stdout,
+    nothing_measured,
 )
 from harness.cli.compare import run_options_from, selection_options, write_output
 
@@ -48,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--report", metavar="HTML", help="report path (default OUT/versions/<sweep_id>.html)")
     p.add_argument("--from-manifest", metavar="FILE", help="re-render the report of a finished sweep (no measuring)")
     p.add_argument("--thresholds", help="TOML file of threshold overrides (what counts as beyond the noise floor)")
+    p.add_argument("--allow-skips", action="store_true", help=ALLOW_SKIPS_HELP)
     selection_options(p)
     p.set_defaults(func=cmd_versions)
 
@@ -186,8 +189,10 @@ def cmd_versions(args: argparse.Namespace) -> int:
         f"{e['name']} (torch {(e.get('packages') or {}).get('torch')})" for e in sweep.envs)
     path = write_versions_report(sweep.runs, target, title=title, config=config, manifest=str(sweep.manifest or ""))
     print(f"versions report: {path}")
-    failed = sum(1 for run in sweep.runs for r in run.records if r.status not in ("ok", "skipped"))
-    return EXIT_FAILED if failed else EXIT_OK
+    statuses = [r.status for run in sweep.runs for r in run.records]
+    if any(s not in ("ok", "skipped") for s in statuses):
+        return EXIT_FAILED
+    return nothing_measured(statuses, args.allow_skips)
 
 
 def _run_sweep(args: argparse.Namespace):

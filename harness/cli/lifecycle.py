@@ -6,7 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.cli.common import add_output_options, json_to_stdout, positive_int, positive_seconds
+from harness.cli.common import (
+    ALLOW_SKIPS_HELP,
+    add_output_options,
+    json_to_stdout,
+    nothing_measured,
+    positive_int,
+    positive_seconds,
+)
 from harness.model.errors import UserError
 
 
@@ -43,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds per process, > 0")
     p.add_argument("--workdir", metavar="DIR", help="keep artifacts, caches and each row's result JSON here "
                                                      "(default: a temporary folder, removed at the end)")
+    p.add_argument("--allow-skips", action="store_true", help=ALLOW_SKIPS_HELP)
     add_output_options(p, "the full result", json_file=True)
     p.set_defaults(func=cmd_coldstart)
 
@@ -102,8 +110,11 @@ def cmd_coldstart(args: argparse.Namespace) -> int:
             colour = "yellow" if r.get("status") == "skipped" else "red"
             console.print(f"[{colour}]{r['row']} ({r.get('kind', '')}): {r.get('status')}: {r.get('error', '')[:500]}")
     _write_json(args.json, result)
-    # skipped rows (a feature this torch lacks) are answers, not failures
-    return 1 if _failed([r for r in result["rows"] + result["builds"] if r.get("status") != "skipped"]) else 0
+    # a skipped row (a feature this torch lacks) is an answer, not a failure; all of them skipped measured nothing
+    done = result["rows"] + result["builds"]
+    if _failed([r for r in done if r.get("status") != "skipped"]):
+        return 1
+    return nothing_measured([r.get("status", "") for r in result["rows"]], args.allow_skips, "row")
 
 
 def _progress_line(r: dict) -> str:

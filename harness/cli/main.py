@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.cli.common import (  # noqa: F401 - EXIT_* and CliError: the CLI's public names, re-exported
+    ALLOW_SKIPS_HELP,
     EXIT_CODES_HELP,
     EXIT_FAILED,
     EXIT_HARNESS,
@@ -37,6 +38,7 @@ from harness.cli.common import (  # noqa: F401 - EXIT_* and CliError: the CLI's 
     json_to_stdout,
     non_negative_int,
     non_negative_seconds,
+    nothing_measured,
     positive_int,
     positive_seconds,
     split_values,
@@ -91,8 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="results", help="output folder (run file in OUT/runs/, history in OUT/history.sqlite)")
     p.add_argument("--label", default="", help="free-text label stored in the run")
     p.add_argument("--no-ingest", action="store_true", help="do not add the run to OUT/history.sqlite")
-    p.add_argument("--allow-skips", action="store_true", help="exit 0, not 3, when every case was skipped (e.g. a "
-                   "GPU suite on a box without one): by default a run that measured nothing fails the CI job")
+    p.add_argument("--allow-skips", action="store_true", help=ALLOW_SKIPS_HELP)
     p.add_argument("--report", metavar="HTML", help="also write the HTML report to this path")
     p.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run from its journal "
                    "(OUT/runs/RUN_ID.journal.jsonl): runs only the missing cases, with the run's own options")
@@ -247,11 +248,7 @@ def _nothing_measured(run, allow_skips: bool) -> int:
         print(f"compilebench: error: nothing to run: the run has no case{where}; run file {run.config.get('path')}",
               file=sys.stderr)
         return EXIT_HARNESS
-    if all(r.status == "skipped" for r in run.records) and not allow_skips:
-        print(f"compilebench: error: nothing measured: all {len(run.records)} case(s) were skipped (reasons above); "
-              f"pass --allow-skips if that is expected", file=sys.stderr)
-        return EXIT_HARNESS
-    return EXIT_OK
+    return nothing_measured([r.status for r in run.records], allow_skips)
 
 
 def cmd_show(args: argparse.Namespace) -> int:

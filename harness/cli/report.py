@@ -24,7 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dashboard", help="build the static nightly dashboard from the history store",
                        description="Write a static site (index.html, regressions.html, workloads/, runs/) over "
                                    "the history database; open OUTPUT/index.html, no server needed.")
-    p.add_argument("--db", default="results/history.sqlite", help="history database (default: %(default)s)")
+    p.add_argument("--out", default="results", help="results folder: the history is OUT/history.sqlite, as for "
+                                                    "every other command (default: %(default)s)")
+    p.add_argument("--db", help="history database, when it is not OUT/history.sqlite")
     p.add_argument("-o", "--output", default="reports/dashboard/", help="output folder (default: %(default)s)")
     p.add_argument("--window", type=int, default=14, help="nights in the trailing median baseline (default: %(default)s)")
     p.add_argument("--consecutive", type=int, default=2,
@@ -57,7 +59,10 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         raise CliError(f"--chart-reports must be 0 or more, got {args.chart_reports}")
     opts = DashboardOptions(window=args.window, consecutive=args.consecutive, chart_reports=args.chart_reports,
                             rebuild=args.rebuild)
-    result = build_dashboard(args.db, args.output, opts)  # a DashboardError is a UserError: exit 2
+    from pathlib import Path
+
+    db = args.db or str(Path(args.out) / "history.sqlite")
+    result = build_dashboard(db, args.output, opts)  # a DashboardError is a UserError: exit 2
     print(f"dashboard written: {result.out / 'index.html'} ({result.nights} runs, {result.groups} series groups, "
           f"{result.workloads} workloads, {result.open_regressions} open regressions, "
           f"{result.reports_rendered} reports rendered, {result.seconds:.1f}s)")
