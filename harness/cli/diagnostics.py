@@ -19,6 +19,9 @@ def add_diagnostic_options(p: argparse.ArgumentParser, trace_dir: str = "OUT/tra
     p.add_argument("--warm-compile", action="store_true",
                    help="after each case, compile it again in a fresh process on the populated Inductor cache: "
                         "the warm compile time and which cache layer hit go into the record")
+    p.add_argument("--no-preload", action="store_true",
+                   help="start every case as a fresh interpreter instead of forking it from a server that "
+                        "imported torch once (slower; for comparing the two paths or debugging a fork problem)")
 
 
 def diagnostic_run_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -32,4 +35,5 @@ def diagnostic_run_options(args: argparse.Namespace) -> dict[str, Any]:
         if not max_mb > 0:
             raise CliError(f"--trace-max-mb {max_mb:g} must be a positive number of MiB, e.g. 64")
     return {"trace": bool(getattr(args, "trace", False)), "trace_max_mb": max_mb,
-            "warm_compile": bool(getattr(args, "warm_compile", False))}
+            "warm_compile": bool(getattr(args, "warm_compile", False)),
+            "preload": not getattr(args, "no_preload", False)}

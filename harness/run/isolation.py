@@ -32,6 +32,7 @@ from typing import Any
 
 TOKEN_ENV = "COMPILEBENCH_CASE_TOKEN"
 PARENT_ENV = "COMPILEBENCH_PARENT_PID"
+SERVER_TOKEN_ENV = "COMPILEBENCH_SERVER_TOKEN"  # a fork server's own token (harness/run/forkserver.py)
 PR_SET_PDEATHSIG = 1
 GIB = 1 << 30
 
@@ -103,19 +104,24 @@ def _session_of(pid: str) -> int | None:
         return None
 
 
-def sweep_escaped(token: str, session: int | None = None) -> list[int]:
-    """SIGKILL this user's processes whose environment carries `token`. Returns the pids of
-    those outside `session` (the worker's own session was already killed as a group; its
-    members may still be dying and are not escapees)."""
+def sweep_escaped(token: str, session: int | None = None, server_token: str | None = None,
+                  spare: frozenset[int] = frozenset()) -> list[int]:
+    """SIGKILL this user's processes whose environment carries `token` (or, for a worker
+    forked by a fork server, the server's token: a descendant that forked without exec
+    shows the server's start-up environment; the server itself is in `spare`). Returns the
+    pids of those outside `session` (the worker's own session was already killed as a
+    group; its members may still be dying and are not escapees)."""
     killed: list[int] = []
-    needle = f"{TOKEN_ENV}={token}".encode()
+    needles = {f"{TOKEN_ENV}={token}".encode()}
+    if server_token:
+        needles.add(f"{SERVER_TOKEN_ENV}={server_token}".encode())
     me, uid = os.getpid(), os.getuid()
     try:
         entries = os.listdir("/proc")
     except OSError:
         return killed
     for name in entries:
-        if not name.isdigit() or int(name) == me:
+        if not name.isdigit() or int(name) == me or int(name) in spare:
             continue
         try:
             if os.stat(f"/proc/{name}").st_uid != uid:
@@ -124,7 +130,7 @@ def sweep_escaped(token: str, session: int | None = None) -> list[int]:
                 environ = fh.read()
         except OSError:
             continue  # gone already, or not ours to read
-        if needle in environ.split(b"\0"):
+        if needles.intersection(environ.split(b"\0")):
             try:
                 os.kill(int(name), signal.SIGKILL)
             except (ProcessLookupError, PermissionError):

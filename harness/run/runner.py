@@ -27,6 +27,7 @@ from harness.measure.environment import SHARED_CACHE_ENV, default_cache_root
 from harness.measure.timing import StopPolicy
 from harness.model.errors import UserError
 from harness.model.schema import Case, Record, Run, save_run
+from harness.run.forkserver import ForkServerError, open_pool, preloaded_workers
 from harness.run.isolation import child_env, classify_memory_failure, memory_limit_bytes, sweep_escaped
 from harness.run.journal import Journal, journal_path
 from harness.run.lookup import resolve_run as resolve_run  # re-exported: RUN arguments resolve in one place
@@ -68,6 +69,7 @@ class RunOptions:
     trace_max_mb: float | None = None  # per-case trace cap (default traces.DEFAULT_TRACE_MAX_MB)
     warm_compile: bool = False  # a second compile per case in a fresh process on the populated cache
     override_workloads: bool = False  # a --workload-file may replace a built-in workload of the same name
+    preload: bool = True  # start cases from a preloaded fork server (harness/run/forkserver.py); --no-preload: spawn
 
 
 def workload_modules() -> list[str]:
@@ -218,7 +220,7 @@ def log_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
         return ""
 
 
-def _kill_tree(proc: subprocess.Popen) -> None:
+def _kill_tree(proc: Any) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -304,16 +306,25 @@ def _run_process(case: Case, spec: dict[str, Any], tmp: Path, name: str, cache_d
     env = {**worker_env(cache_dir), **(extra_env or {})}  # extra_env: GPU pinning (--gpus)
     if trace_dir is not None:
         env.update(trace_env(trace_dir))  # in the environment: torch opens the log at import
+    server, start = _server_for(case, python, env, trace_dir, spec.get("isa_cache_dir"))  # a new server preloads once
     token = child_env(env)  # marks the worker's descendants, even those that leave its session
     started = time.monotonic()
     # deferred: a stop signal cannot land between the spawn and the registration that lets
     # the runner kill this worker; only the wait itself is interruptible (harness/run/signals.py)
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err, deferred():
-        proc = subprocess.Popen(
-            # harness.run.isolation applies the memory cap and parent-death signal, then runs harness.measure.worker
-            [python, "-m", "harness.run.isolation", str(spec_path), str(out_path)],
-            stdout=out, stderr=err, env=env, cwd=str(PROJECT_ROOT), start_new_session=True,
-        )
+        proc: Any = None
+        if server is not None:
+            try:
+                proc = server.start([str(spec_path), str(out_path)], env, stdout_path, stderr_path,
+                                    memory_limit_bytes(spec))
+            except ForkServerError as exc:
+                start = {"start": "spawn", "start_note": f"fork server failed: {exc}"[:300]}
+        if proc is None:
+            proc = subprocess.Popen(
+                # harness.run.isolation applies the memory cap and parent-death signal, then runs harness.measure.worker
+                [python, "-m", "harness.run.isolation", str(spec_path), str(out_path)],
+                stdout=out, stderr=err, env=env, cwd=str(PROJECT_ROOT), start_new_session=True,
+            )
         LIVE_WORKERS.add(proc)  # so an interrupted --gpus run can kill every worker in flight
         try:
             checkpoint("worker-started")
@@ -326,24 +337,51 @@ def _run_process(case: Case, spec: dict[str, Any], tmp: Path, name: str, cache_d
         except BaseException:
             _kill_tree(proc)
             LIVE_WORKERS.discard(proc)
-            sweep_escaped(token)
+            _sweep(token, None, server)
             raise
         _kill_tree(proc)  # the worker's own children (compile workers) die with it
         LIVE_WORKERS.discard(proc)
-        escaped = sweep_escaped(token, session=proc.pid)  # and so do descendants that called setsid()
+        escaped = _sweep(token, proc.pid, server)  # and so do descendants that called setsid()
     elapsed = time.monotonic() - started
     logs = {"stdout": log_tail(stdout_path), "stderr": log_tail(stderr_path)}
     record = _record_from_outcome(case, out_path, proc.returncode, timed_out, timeout_s, logs)
     record.logs = logs if record.status != "ok" else {k: v[-2000:] for k, v in logs.items()}
     classify_memory_failure(record, memory_limit_bytes(spec))
-    record.worker.update({"returncode": proc.returncode, "wall_s": round(elapsed, 3), "python": python})
+    record.worker.update({"returncode": proc.returncode, "wall_s": round(elapsed, 3), "python": python, **start})
     if escaped:
         record.worker["escaped_processes_killed"] = len(escaped)
         record.notes.append(f"{len(escaped)} process(es) left behind by the worker outside its session were killed")
     return record
 
 
-LIVE_WORKERS: set[subprocess.Popen] = set()
+def _server_for(case: Case, python: str, env: dict[str, str], trace_dir: Path | None,
+                isa_cache_dir: str | None) -> tuple[Any, dict[str, str]]:
+    """The preloaded server this case can start from, or None and why it is spawned instead
+    (record.worker: start = preloaded | spawn, start_note)."""
+    pool = open_pool()
+    if pool is None:
+        return None, {"start": "spawn"}
+    if trace_dir is not None:
+        return None, {"start": "spawn", "start_note": "--trace: TORCH_TRACE is read when torch is imported"}
+    if os.path.realpath(python) != os.path.realpath(sys.executable):
+        # another interpreter (--env, ab/versions/bisect sides): its own process, as it always was
+        return None, {"start": "spawn", "start_note": "the worker's python is not the runner's"}
+    with interruptible():  # a first server imports for seconds: a stop signal must not wait for it
+        server = pool.get(python, env, isa_cache_dir if case.device.startswith("cpu") else None)
+    if server.broken:
+        return None, {"start": "spawn", "start_note": f"fork server unusable: {server.broken}"[:300]}
+    if server.info.get("cuda_loaded") and not case.device.startswith("cpu"):
+        return None, {"start": "spawn", "start_note": "the fork server loaded the CUDA driver while importing"}
+    return server, {"start": "preloaded"}
+
+
+def _sweep(token: str, session: int | None, server: Any) -> list[int]:
+    if server is None:
+        return sweep_escaped(token, session=session)
+    return sweep_escaped(token, session=session, server_token=server.token, spare=frozenset({server.proc.pid}))
+
+
+LIVE_WORKERS: set[Any] = set()  # subprocess.Popen or forkserver.ForkedWorker
 
 
 def kill_live_workers() -> None:
@@ -491,6 +529,15 @@ def _resume(ref: str, out_dir: str | Path, progress: ProgressFn | None, environm
 
 def _run_cases(run: Run, cases: list[Case], opts: RunOptions, open_journal: Callable[[], Journal],
                progress: ProgressFn | None, done: dict[str, Record] | None = None) -> Run:
+    """The case loop, its cases started from preloaded fork servers unless --no-preload
+    (which path each case took: record.worker.start; the servers: config.worker_start)."""
+    with preloaded_workers(opts.preload) as servers:
+        run.config["worker_start"] = {"preload": servers is not None, "servers": []}
+        return _case_loop(run, cases, opts, open_journal, progress, done)
+
+
+def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Callable[[], Journal],
+               progress: ProgressFn | None, done: dict[str, Record] | None = None) -> Run:
     """The case loop. Where a stop signal may land, and what it costs (harness/run/signals.py):
     between cases or in a worker's wait, at once (the case in flight is killed); while a
     worker is spawned, a record is journaled or the run file is written, as soon as that
@@ -561,6 +608,9 @@ def _run_cases(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
 
 def _finish(run: Run, opts: RunOptions, started: float) -> None:
     run.config["wall_s"] = round(time.monotonic() - started, 3)
+    pool = open_pool()
+    if pool is not None and isinstance(run.config.get("worker_start"), dict):
+        run.config["worker_start"]["servers"] = pool.describe()
     path = run_path(opts.out_dir, run.run_id)
     save_run(run, path)
     run.config["path"] = str(path)

@@ -1,0 +1,439 @@
+"""A preloaded worker: a fork server that imports torch (and what the suites use) once, so
+a case starts in a fraction of a second instead of paying the imports again.
+
+Why it is still a fresh, cold process per case (DESIGN.md's protocol):
+- the server imports modules and nothing else: no tensor op (so no OpenMP pool), no CUDA
+  (imports run with `PYTORCH_NVML_BASED_CUDA_CHECK=1`, and a server that finds the CUDA
+  driver loaded anyway refuses CUDA cases), nothing compiled;
+- `TORCHINDUCTOR_CACHE_DIR` points at an empty sentinel folder while the server imports.
+  After the imports the folder must still be empty (nothing written) and the only
+  import-time copy of the path is Dynamo's `DynamoCache` prefix (a module-level
+  `cache_dir()` call in torch._dynamo.package), which each case re-points at its own
+  folder (`repoint_caches`; tests/test_forkserver.py scans every loaded module for other
+  copies). The variable is then removed, and each case sets its own after the fork;
+- many torch settings are read from the environment at import (torch._inductor.config,
+  torch._dynamo.config, TORCH_LOGS, TORCH_TRACE): a server serves only cases whose
+  environment equals its own apart from the per-case keys (`PER_CASE_ENV`); the runner
+  keeps one server per environment (`server_key`) and spawns a plain worker otherwise.
+
+Isolation is the spawn path's (harness/run/isolation.py): each case is a child that calls
+`setsid()` before the server reports its pid (so the runner's killpg always finds its
+session), gets the case's environment, logs, memory cap (RLIMIT_AS) and parent-death
+signal (its parent is the server, which itself dies with the runner), and runs
+`harness.measure.worker.main`. The server reaps it and reports its exit status, a signal
+as a negative code, as `Popen.returncode` does. A descendant that forks without exec
+carries the server's own start-up environment: the server token (`SERVER_TOKEN_ENV`) lets
+the sweep find it too.
+
+Protocol (JSON lines; the server's stdin and stdout are its control pipe):
+  server -> {"ready": true, "preloaded": [...], "import_s": s, "cuda_loaded": bool, "pid": n}
+  runner -> {"argv": [SPEC, OUT], "env": {...}, "stdout": PATH, "stderr": PATH, "memory_cap": n|null}
+  server -> {"pid": n}  then, when the case's process has exited,  {"pid": n, "returncode": rc}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from harness.run.isolation import PARENT_ENV, SERVER_TOKEN_ENV, TOKEN_ENV
+
+CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+# keys a case may set differently from the server's environment: none of them is read at import
+PER_CASE_ENV = frozenset({CACHE_ENV, TOKEN_ENV, PARENT_ENV, SERVER_TOKEN_ENV})
+# imported once by the server, in this order; a module that is not installed is left out (and listed)
+PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "transformers", "diffusers", "suites",
+           "harness.measure.worker")
+READY_TIMEOUT_S = 600.0
+NO_PRELOAD_ENV = "COMPILEBENCH_NO_PRELOAD"
+
+
+class ForkServerError(RuntimeError):
+    """The server could not start or stopped answering: the runner falls back to spawn."""
+
+
+# ----------------------------------------------------------------------------- server side
+
+
+def preload(modules: Sequence[str]) -> tuple[list[str], dict[str, str], float]:
+    """Import `modules` (and the suites' workload modules); returns (imported, failed, seconds).
+    A module that fails is left out: the case that needs it imports it (and fails) itself."""
+    import importlib
+
+    started = time.perf_counter()
+    done: list[str] = []
+    failed: dict[str, str] = {}
+
+    def load(name: str) -> None:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - not installed, or broken: the case will say so
+            failed[name] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            return
+        done.append(name)
+
+    for name in modules:
+        load(name)
+    if "suites" in done:
+        from suites import WORKLOAD_MODULES
+
+        for name in WORKLOAD_MODULES:
+            load(name)
+    return done, failed, time.perf_counter() - started
+
+
+def cuda_driver_loaded() -> bool:
+    """Whether libcuda is mapped into this process: a fork after the driver started is not safe."""
+    try:
+        with open("/proc/self/maps") as fh:
+            return any("libcuda.so" in line for line in fh)
+    except OSError:
+        return False
+
+
+def repoint_caches() -> None:
+    """Point import-time copies of the Inductor cache folder at this case's folder (see module doc)."""
+    package = sys.modules.get("torch._dynamo.package")
+    cache = getattr(package, "DynamoCache", None)
+    if cache is not None and hasattr(cache, "_path_prefix"):
+        cache._path_prefix = os.path.join(os.environ[CACHE_ENV], "dynamo")
+
+
+def warm_isa(isa_cache_dir: str) -> dict[str, Any]:
+    """Settle Inductor's CPU ISA choice once, in the server (harness.measure.worker.probe_cpu_isa,
+    with its isa.json answer): torch 2.13 still builds and dlopens three C++ probes per
+    process even when told to trust the CPU flags (~2 s a case here). The builds land in a
+    scratch folder that is removed; the cached answer (`pick_vec_isa`) is inherited by each
+    case, whose own cache folder stays empty. A case reports the probe it paid (about 0 s)."""
+    import shutil
+
+    from harness.measure.worker import probe_cpu_isa
+
+    scratch = tempfile.mkdtemp(prefix="cb-preload-isa-")
+    os.environ[CACHE_ENV] = scratch
+    try:
+        probe = probe_cpu_isa(isa_cache_dir)
+    except Exception as exc:  # noqa: BLE001 - each case then probes for itself
+        probe = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    finally:
+        del os.environ[CACHE_ENV]
+        shutil.rmtree(scratch, ignore_errors=True)
+    return probe
+
+
+def _serve_preload(isa_cache_dir: str | None) -> dict[str, Any]:
+    sentinel = tempfile.mkdtemp(prefix="cb-preload-cache-")
+    os.environ[CACHE_ENV] = sentinel
+    nvml = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # a CUDA availability check during imports must not cuInit
+    try:
+        modules, failed, seconds = preload(PRELOAD)
+    finally:
+        if nvml is None:
+            del os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"]
+        else:
+            os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = nvml
+    written = os.listdir(sentinel)
+    del os.environ[CACHE_ENV]
+    if not written:
+        os.rmdir(sentinel)
+    isa = warm_isa(isa_cache_dir) if isa_cache_dir else None
+    torch = sys.modules.get("torch")
+    cuda_started = bool(torch is not None and torch.cuda.is_initialized())
+    import gc
+
+    gc.collect()
+    gc.freeze()  # the imports' objects: never walked again by a case's gc.collect (the memory pass calls it)
+    return {"ready": True, "pid": os.getpid(), "preloaded": modules, "preload_failed": failed,
+            "import_s": round(seconds, 3), "isa_probe": isa,
+            "cuda_loaded": cuda_started or cuda_driver_loaded(), "cache_written": written[:5]}
+
+
+def _child(request: dict[str, Any], ctrl: Sequence[int], sync_w: int, server_pid: int) -> None:
+    """The case's process, right after the fork: never returns."""
+    code = 1
+    try:
+        os.setsid()
+        os.write(sync_w, b"s")
+        os.close(sync_w)
+        for fd in ctrl:
+            os.close(fd)
+        _redirect(request["stdout"], request["stderr"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.environ[PARENT_ENV] = str(server_pid)  # for die_with_parent: the server is this process's parent
+        repoint_caches()
+        from harness.run.isolation import apply_memory_cap, die_with_parent
+
+        die_with_parent()  # the parent is the server, which dies with the runner
+        apply_memory_cap(request.get("memory_cap"))
+        from harness.measure.worker import main as worker_main
+
+        sys.argv = ["harness.measure.worker", *request["argv"]]
+        code = worker_main(list(request["argv"]))
+    except BaseException:  # noqa: BLE001 - the child must never return into the server's loop
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        exit_now(code)
+
+
+def exit_now(code: int) -> None:
+    """Leave without the interpreter's teardown (seconds for torch), once what matters is
+    written: the record was fsync'd by write_json_atomic; logs and trace handlers flush here."""
+    import logging
+
+    try:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def _redirect(stdout: str, stderr: str) -> None:
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    for path, fd in ((stdout, 1), (stderr, 2)):
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(target, fd)
+        os.close(target)
+
+
+def _send(fd: int, message: dict[str, Any]) -> None:
+    os.write(fd, (json.dumps(message) + "\n").encode())
+
+
+def _fork_case(request: dict[str, Any], ctrl_in: int, ctrl_out: int) -> None:
+    sync_r, sync_w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    server_pid = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        os.close(sync_r)
+        _child(request, (ctrl_in, ctrl_out), sync_w, server_pid)
+    os.close(sync_w)
+    os.read(sync_r, 1)  # the child's setsid() is done (or it died): its process group exists
+    os.close(sync_r)
+    _send(ctrl_out, {"pid": pid})
+    _, status = os.waitpid(pid, 0)
+    _send(ctrl_out, {"pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
+
+
+def serve(argv: Sequence[str]) -> int:
+    """The server's loop: preload, say ready, then one case at a time until stdin closes.
+    argv: [ISA_CACHE_DIR] to settle the CPU ISA probe once (CPU cases)."""
+    from harness.run.isolation import die_with_parent
+
+    die_with_parent()
+    ctrl_in, ctrl_out = os.dup(0), os.dup(1)
+    os.dup2(2, 1)  # stray prints from imports go to the server's log, never into the control pipe
+    _send(ctrl_out, _serve_preload(argv[0] if argv else None))
+    reader = os.fdopen(ctrl_in, "r", closefd=False)
+    for line in reader:
+        if line.strip():
+            _fork_case(json.loads(line), ctrl_in, ctrl_out)
+    return 0
+
+
+# ----------------------------------------------------------------------------- runner side
+
+
+def server_key(python: str, env: Mapping[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """Cases whose (python, environment minus the per-case keys) are equal share a server."""
+    return python, tuple(sorted((k, v) for k, v in env.items() if k not in PER_CASE_ENV))
+
+
+class ForkedWorker:
+    """A case's process started by a server; quacks like the `subprocess.Popen` the runner waits on."""
+
+    def __init__(self, server: ForkServer, pid: int) -> None:
+        self.server, self.pid = server, pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        with self.server.read_lock:
+            if self.returncode is None:
+                self._read(0.0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        with self.server.read_lock:  # the --gpus pool's slot and kill_live_workers may both wait
+            if self.returncode is None:
+                self._read(timeout)
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired(f"forked worker {self.pid}", timeout or 0.0)
+        return self.returncode
+
+    def _read(self, timeout: float | None) -> None:
+        message = self.server.receive(timeout)
+        if message is None:
+            return
+        if message.get("pid") != self.pid or "returncode" not in message:
+            raise ForkServerError(f"fork server answered {message} while waiting for worker {self.pid}")
+        self.returncode = int(message["returncode"])
+        self.server.busy.release()
+
+
+class ForkServer:
+    """The runner's handle on one server process (one case at a time)."""
+
+    def __init__(self, python: str, env: Mapping[str, str], cwd: str, isa_cache_dir: str | None = None) -> None:
+        self.token = secrets.token_hex(8)
+        self.env = {**env, SERVER_TOKEN_ENV: self.token, PARENT_ENV: str(os.getpid())}
+        self.env.pop(CACHE_ENV, None)
+        self.log = tempfile.NamedTemporaryFile(prefix="cb-forkserver-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen([python, "-m", "harness.run.forkserver", *([isa_cache_dir] if isa_cache_dir else [])],
+                                     stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.log, env=self.env, cwd=cwd,
+                                     start_new_session=True)
+        self.busy = threading.Lock()  # one case at a time
+        self.read_lock = threading.Lock()
+        self._buffer = b""
+        self.info: dict[str, Any] = {}
+        self.broken: str | None = None
+
+    def ready(self, timeout: float = READY_TIMEOUT_S) -> dict[str, Any]:
+        if not self.info and self.broken is None:
+            try:
+                self.info = self.receive(timeout) or {}
+            except ForkServerError as exc:
+                self.broken = str(exc)
+            if not self.info.get("ready") and self.broken is None:
+                self.broken = f"no ready message in {timeout:g}s"
+        return self.info
+
+    def start(self, argv: Sequence[str], env: Mapping[str, str], stdout: Path, stderr: Path,
+              memory_cap: int | None) -> ForkedWorker:
+        self.busy.acquire()
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write((json.dumps({"argv": list(argv), "env": dict(env), "stdout": str(stdout),
+                                               "stderr": str(stderr), "memory_cap": memory_cap}) + "\n").encode())
+            self.proc.stdin.flush()
+            message = self.receive(READY_TIMEOUT_S)
+        except (OSError, ForkServerError) as exc:
+            self.busy.release()
+            self.broken = f"{type(exc).__name__}: {exc}"
+            raise ForkServerError(self.broken) from None
+        if not message or "pid" not in message:
+            self.busy.release()
+            self.broken = f"fork server gave no pid ({message})"
+            raise ForkServerError(self.broken)
+        return ForkedWorker(self, int(message["pid"]))
+
+    def receive(self, timeout: float | None) -> dict[str, Any] | None:
+        """The next message, or None when `timeout` passes first; EOF is a ForkServerError."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            readable, _, _ = select.select([fd], [], [], left)
+            if not readable:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                self.broken = f"fork server exited ({self.proc.poll()}); its log: {self.log_tail()}"
+                raise ForkServerError(self.broken)
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return json.loads(line)
+
+    def log_tail(self, limit: int = 2000) -> str:
+        try:
+            return Path(self.log.name).read_text(errors="replace")[-limit:]
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        Path(self.log.name).unlink(missing_ok=True)
+
+
+class ServerPool:
+    """One server per (python, import-time environment), started on first use, closed at the end."""
+
+    def __init__(self, cwd: str) -> None:
+        self.cwd = cwd
+        self.servers: dict[Any, ForkServer] = {}
+        self.lock = threading.Lock()
+
+    def get(self, python: str, env: Mapping[str, str], isa_cache_dir: str | None = None) -> ForkServer:
+        """`isa_cache_dir`: a CPU case's ISA probe folder, so a new server settles the probe once."""
+        key = server_key(python, env)
+        with self.lock:
+            server = self.servers.get(key)
+            if server is None:
+                server = self.servers[key] = ForkServer(python, env, self.cwd, isa_cache_dir)
+        server.ready()
+        return server
+
+    def describe(self) -> list[dict[str, Any]]:
+        return [{**{k: s.info.get(k) for k in ("preloaded", "preload_failed", "import_s", "isa_probe", "cuda_loaded")},
+                 "python": key[0],
+                 "broken": s.broken} for key, s in self.servers.items()]
+
+    def close(self) -> None:
+        with self.lock:
+            for server in self.servers.values():
+                server.close()
+            self.servers.clear()
+
+
+_open_pool: ServerPool | None = None
+
+
+@contextmanager
+def preloaded_workers(enabled: bool = True, cwd: str | None = None) -> Iterator[ServerPool | None]:
+    """Servers for the cases started inside the block (a run, an A/B session, a bisect
+    step), closed at its end. None: preloading is off (--no-preload, COMPILEBENCH_NO_PRELOAD=1,
+    no fork on this platform) and every case is spawned. Nested blocks share the outer pool."""
+    global _open_pool
+    if not preload_enabled(enabled):
+        yield None
+        return
+    if _open_pool is not None:
+        yield _open_pool
+        return
+    pool = _open_pool = ServerPool(cwd or str(Path(__file__).resolve().parents[2]))
+    try:
+        yield pool
+    finally:
+        _open_pool = None
+        pool.close()
+
+
+def preload_enabled(requested: bool = True) -> bool:
+    return requested and hasattr(os, "fork") and sys.platform.startswith("linux") and \
+        os.environ.get(NO_PRELOAD_ENV, "") in ("", "0")
+
+
+def open_pool() -> ServerPool | None:
+    """The pool of the enclosing preloaded_workers block (None outside one)."""
+    return _open_pool
+
+
+if __name__ == "__main__":
+    sys.exit(serve(sys.argv[1:]))

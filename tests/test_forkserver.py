@@ -1,0 +1,187 @@
+"""The preloaded worker (harness/run/forkserver.py): a forked case is as cold and as boxed
+in as a spawned one, and the runner says which path each case took."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.run import runner
+
+ROOT = Path(__file__).resolve().parent.parent
+POLICY = {"min_time_s": 0.05, "min_samples": 5, "max_samples": 50, "warmup": 1, "max_time_s": 2.0}
+
+# Every module-level copy of the Inductor cache folder the server's imports make, and how
+# a case re-points it (forkserver.repoint_caches). A new torch that adds one fails this test.
+KNOWN_IMPORT_TIME_COPIES = {"torch._dynamo.package.DynamoCache._path_prefix",
+                            "torch._dynamo.precompile_context.DynamoCache._path_prefix"}
+
+SCAN = r'''
+import json, os, sys, tempfile
+sentinel = tempfile.mkdtemp(prefix="cb-sentinel-")
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = sentinel
+from harness.run.forkserver import PRELOAD, preload, repoint_caches, warm_isa
+loaded, failed, _ = preload(PRELOAD)
+del os.environ["TORCHINDUCTOR_CACHE_DIR"]
+isa = warm_isa(sys.argv[1])
+
+def scan(needle):
+    hits, seen = [], set()
+    def walk(obj, path, depth):
+        if isinstance(obj, str):
+            if needle in obj:
+                hits.append(path)
+            return
+        if depth == 0 or id(obj) in seen or isinstance(obj, type(sys)):
+            return
+        seen.add(id(obj))
+        if isinstance(obj, (list, tuple, set, frozenset)):
+            for i, v in enumerate(list(obj)[:100]):
+                walk(v, f"{path}[{i}]", depth - 1)
+        elif isinstance(obj, dict):
+            for k, v in list(obj.items())[:500]:
+                walk(v, f"{path}[{k!r}]", depth - 1)
+        else:
+            try:
+                attrs = vars(obj)
+            except TypeError:
+                return
+            for k, v in list(attrs.items()):
+                walk(v, f"{path}.{k}", depth - 1)
+    for name, mod in list(sys.modules.items()):
+        if mod is not None and name not in ("__main__", "__mp_main__"):
+            seen.clear()
+            for k, v in list(vars(mod).items()):
+                walk(v, f"{name}.{k}", 4)
+    return hits
+
+before = scan(sentinel)
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = case_dir = tempfile.mkdtemp(prefix="cb-case-")
+repoint_caches()
+import torch._dynamo.package as package
+print(json.dumps({"before": before, "after": scan(sentinel), "written": os.listdir(sentinel), "loaded": loaded,
+                  "prefix": package.DynamoCache._path_prefix, "case_dir": case_dir,
+                  "env_after_preload": "TORCHINDUCTOR_CACHE_DIR" in os.environ}))
+'''
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+
+
+@pytest.mark.slow
+def test_nothing_imported_keeps_the_cache_folder_but_what_each_case_repoints(tmp_path):
+    out = subprocess.run([sys.executable, "-c", SCAN, str(tmp_path / "isa")], capture_output=True, text=True,
+                         cwd=ROOT, env=_env(), timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "torch" in result["loaded"] and "harness.measure.worker" in result["loaded"]
+    assert set(result["before"]) <= KNOWN_IMPORT_TIME_COPIES, result["before"]
+    assert result["after"] == []  # re-pointed: no copy of the server's folder is left
+    assert result["prefix"] == os.path.join(result["case_dir"], "dynamo")
+    assert result["written"] == []  # the imports wrote nothing into the cache folder
+
+
+def _run(tmp_path: Path, name: str, **kw) -> runner.Run:
+    opts = runner.RunOptions(workloads=["mlp-classic"], scenarios=["forward"], compilers=["inductor"], devices=["cpu"],
+                             out_dir=str(tmp_path / name), ingest=False, policy=POLICY, **kw)
+    return runner.execute(opts)
+
+
+def _cache_counts(record) -> dict[str, tuple[int, int]]:
+    layers = record.metrics["cache_layers"]
+    return {layer: (layers[layer]["hits"], layers[layer]["misses"]) for layer in ("fx_graph", "aot_autograd")}
+
+
+@pytest.mark.slow
+def test_a_forked_case_is_a_cold_compile_like_a_spawned_one(tmp_path):
+    forked = _run(tmp_path, "forked").records[0]
+    spawned = _run(tmp_path, "spawned", preload=False).records[0]
+    assert forked.status == spawned.status == "ok"
+    assert forked.worker["start"] == "preloaded" and spawned.worker["start"] == "spawn"
+    assert _cache_counts(forked) == _cache_counts(spawned)
+    assert _cache_counts(forked)["fx_graph"][0] == 0 and _cache_counts(forked)["fx_graph"][1] >= 1  # a miss, no hit
+    assert _cache_counts(forked)["aot_autograd"][0] == 0
+    for key in ("graphs", "graph_breaks", "recompiles"):
+        assert forked.metrics[key] == spawned.metrics[key], key
+    assert forked.metrics["accuracy"]["status"] == "pass"
+
+
+@pytest.mark.slow
+def test_the_run_file_says_which_path_each_case_took(tmp_path):
+    run = _run(tmp_path, "paths")
+    ws = run.config["worker_start"]
+    assert ws["preload"] is True and ws["servers"] and "torch" in ws["servers"][0]["preloaded"]
+    assert run.records[0].worker["start"] == "preloaded"
+    assert run.records[0].metrics["phase_s"]["setup"] < 1.0  # the imports were paid once, by the server
+    traced = _run(tmp_path, "traced", trace=True).records[0]
+    assert traced.worker["start"] == "spawn" and "TORCH_TRACE" in traced.worker["start_note"]
+
+
+FAULTS = '''
+import os, signal, sys, time
+import torch
+from harness import workload
+
+PIDS = os.environ["CB_TEST_PIDS"]
+
+def linear(ctx):
+    return torch.nn.Linear(4, 4).to(ctx.device), (torch.randn(ctx.batch_size, 4, device=ctx.device),)
+
+@workload("fs-fork-escape", batch_size=2, scenarios=("forward",), sizes=("tiny",))
+def fork_escape(ctx):
+    """a child forked without exec that leaves the session: it carries no case token"""
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        time.sleep(600)
+        os._exit(0)
+    with open(PIDS, "a") as fh:
+        fh.write(f"{pid}\\n")
+    return linear(ctx)
+
+@workload("fs-segfault", batch_size=2, scenarios=("forward",), sizes=("tiny",))
+def segfault(ctx):
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+@workload("fs-hang", batch_size=2, scenarios=("forward",), sizes=("tiny",))
+def hang(ctx):
+    time.sleep(600)
+'''
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_a_forked_case_keeps_its_isolation(tmp_path, monkeypatch):
+    faults = tmp_path / "fs_faults.py"
+    faults.write_text(FAULTS)
+    pids = tmp_path / "pids.txt"
+    monkeypatch.setenv("CB_TEST_PIDS", str(pids))
+    opts = runner.RunOptions(workloads=["fs-fork-escape", "fs-segfault", "fs-hang"], workload_files=[str(faults)],
+                             compilers=["eager"], devices=["cpu"], out_dir=str(tmp_path / "out"), ingest=False,
+                             policy=POLICY, timeout_s=20)
+    started = time.monotonic()
+    run = runner.execute(opts)
+    by = {r.case.workload: r for r in run.records}
+    assert all(r.worker["start"] == "preloaded" for r in run.records), [r.worker for r in run.records]
+    assert by["fs-fork-escape"].status == "ok"
+    assert by["fs-fork-escape"].worker["escaped_processes_killed"] == 1  # found by the server's token
+    (escapee,) = [int(p) for p in pids.read_text().split()]
+    assert not _alive(escapee)
+    assert by["fs-segfault"].status == "crashed" and "SIGSEGV" in by["fs-segfault"].error["message"]
+    assert by["fs-segfault"].worker["returncode"] == -11
+    assert by["fs-hang"].status == "timeout"
+    assert time.monotonic() - started < 120
