@@ -60,6 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", type=int, default=8, help="processes per case and side (default 8: the setup "
                    "whose error rates docs/GATING.md measured, 0 false failures in 20 A/A sessions and every +15%% "
                    "slowdown caught; 4 is the floor of the per-process test)")
+    p.add_argument("--adaptive", action=argparse.BooleanOptionalAction, default=False,
+                   help="stop measuring a case once its verdict is decided (a group-sequential rule, "
+                        "docs/GATING.md 'Adaptive rounds'), up to --rounds; the gate judges the rounds measured")
     p.add_argument("--base-env", action="append", default=[], metavar="KEY=VALUE", help="env var for base workers")
     p.add_argument("--head-env", action="append", default=[], metavar="KEY=VALUE", help="env var for head workers")
     selection_options(p)
@@ -324,6 +327,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
     opts = AbOptions(run_options_from(args), base_python, head_python, args.rounds,
                      parse_env_pairs(args.base_env, "--base-env"), parse_env_pairs(args.head_env, "--head-env"),
                      sides=sides)
+    if args.adaptive:
+        opts.stop_rule, opts.stop_design = _stop_rule(args)
     _fail_on(args.fail_on)
     try:
         base, head, folder = run_ab(opts, progress=_progress)
@@ -336,6 +341,16 @@ def cmd_ab(args: argparse.Namespace) -> int:
     from harness.analysis.compare import COMPILER_FIELDS
 
     return render(_compare(base, head, args, ignore_fields=COMPILER_FIELDS), args, versions=versions_line(base, head))
+
+
+def _stop_rule(args: argparse.Namespace):
+    """ab --adaptive: the sequential rule over the gate's own thresholds, alpha and metrics."""
+    from harness.analysis.sequential import SequentialDesign, stop_rule
+    from harness.analysis.thresholds import load_thresholds
+
+    config = load_thresholds(args.thresholds)
+    design = SequentialDesign(max_rounds=args.rounds, alpha=config.alpha)
+    return stop_rule(config, design, _metrics(args.metric)), design.describe()
 
 
 def cmd_noise(args: argparse.Namespace) -> int:

@@ -8,6 +8,11 @@ sides alike. With four or more rounds, compare tests one median per process, so 
 between processes is in the test instead of being guessed by a threshold: the most
 noise-robust gate there is, and the recommended PR path.
 
+With a stop rule (`ab --adaptive`: harness/analysis/sequential.py, passed in by the CLI),
+a case whose verdict is decided after a round is not measured in later rounds; later round
+files hold only the cases still measured, and every round file's `config.ab.stopped` says
+which case stopped after how many rounds and why. Up to `--rounds` either way.
+
 Each side-round is saved as an ordinary run file (<out>/ab/<ab_id>/{base,head}/round-NN.json),
 so `compilebench compare <out>/ab/<id>/base <out>/ab/<id>/head` re-renders the verdict later.
 `--base-env` / `--head-env KEY=VALUE` give the sides different environment variables (an
@@ -42,6 +47,10 @@ from harness.run.traces import trace_settings
 
 SIDES = ("base", "head")
 
+# (case, its base records so far, its head records so far, rounds done) -> why the case is
+# decided, or None to keep measuring it
+StopRule = Callable[[Case, list[Record], list[Record], int], "str | None"]
+
 
 class AbError(RunFileError):
     """An A/B session that cannot start (bad interpreter, bad option); the message says the fix."""
@@ -57,6 +66,8 @@ class AbOptions:
     head_env: dict[str, str] = field(default_factory=dict)
     # side -> Env.to_dict() when the sides came from --env (name, spec, package versions)
     sides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stop_rule: StopRule | None = None  # adaptive rounds; None: every case runs every round
+    stop_design: dict[str, Any] | None = None  # the rule's parameters, recorded in the run files
 
 
 def parse_env_pairs(pairs: Sequence[str], flag: str) -> dict[str, str]:
@@ -87,14 +98,21 @@ def probe_environment(python: str, devices: Sequence[str]) -> dict[str, Any]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def schedule(cases: Sequence[Case], rounds: int) -> list[tuple[int, Case, str]]:
-    """(round, case, side) in execution order: sides alternate per case and per round."""
+def round_order(cases: Sequence[Case], r: int, positions: Mapping[str, int] | None = None) -> list[tuple[Case, str]]:
+    """(case, side) of round r in execution order: sides alternate per case and per round.
+    `positions`: each case's place in the full plan, so a case keeps its alternation when
+    cases before it stopped early."""
     order = []
-    for r in range(rounds):
-        for i, case in enumerate(cases):
-            first, second = SIDES if (r + i) % 2 == 0 else SIDES[::-1]
-            order += [(r, case, first), (r, case, second)]
+    for i, case in enumerate(cases):
+        k = positions[case.case_id] if positions else i
+        first, second = SIDES if (r + k) % 2 == 0 else SIDES[::-1]
+        order += [(case, first), (case, second)]
     return order
+
+
+def schedule(cases: Sequence[Case], rounds: int) -> list[tuple[int, Case, str]]:
+    """(round, case, side) in execution order when no case stops early."""
+    return [(r, case, side) for r in range(rounds) for case, side in round_order(cases, r)]
 
 
 AbProgress = Callable[[int, int, str, Case, Record | None], None]
@@ -119,30 +137,61 @@ def run_ab(opts: AbOptions, progress: AbProgress | None = None,
     ab_id = new_run_id(opts.run.label or "ab")
     folder = Path(opts.run.out_dir) / "ab" / ab_id
     created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    runs = {s: [_side_run(ab_id, s, r, created, envs[s], opts, policy, timeout, len(cases)) for r in range(opts.rounds)]
-            for s in SIDES}
+    runs: dict[str, list[Run]] = {s: [] for s in SIDES}
     isa_cache = default_cache_root() / "isa-probe"
     isa_cache.mkdir(parents=True, exist_ok=True)
-    plan = schedule(cases, opts.rounds)
+    positions = {c.case_id: i for i, c in enumerate(cases)}
+    active = list(cases)
+    stopped: dict[str, dict[str, Any]] = {}
+    total = 2 * len(cases) * opts.rounds  # an upper bound once cases may stop early
+    step = 0
     started = time.monotonic()
     try:
-        for step, (r, case, side) in enumerate(plan):
-            if progress:
-                progress(step, len(plan), side, case, None)
-            spec = make_spec(case, opts.run, policy, str(isa_cache))
-            trace = trace_settings(opts.run.out_dir, runs[side][r].run_id, opts.run.trace_max_mb) if opts.run.trace else None
-            record = run_worker(case, spec, timeout, python=pythons[side], extra_env=extra_env[side] or None, trace=trace)
-            record.worker.update({"ab_side": side, "ab_round": r, "ab_step": step})
-            runs[side][r].records.append(record)
-            if progress:
-                progress(step, len(plan), side, case, record)
+        for r in range(opts.rounds):
+            if not active:
+                break
+            for side in SIDES:
+                runs[side].append(_side_run(ab_id, side, r, created, envs[side], opts, policy, timeout, len(cases)))
+            for case, side in round_order(active, r, positions):
+                if progress:
+                    progress(step, total, side, case, None)
+                spec = make_spec(case, opts.run, policy, str(isa_cache))
+                trace = trace_settings(opts.run.out_dir, runs[side][r].run_id, opts.run.trace_max_mb) if opts.run.trace else None
+                record = run_worker(case, spec, timeout, python=pythons[side], extra_env=extra_env[side] or None, trace=trace)
+                record.worker.update({"ab_side": side, "ab_round": r, "ab_step": step})
+                runs[side][r].records.append(record)
+                if progress:
+                    progress(step, total, side, case, record)
+                step += 1
+            active = _still_measured(active, runs, r + 1, opts.stop_rule, stopped)
     finally:
         wall = round(time.monotonic() - started, 3)
         for side in SIDES:
             for r, run in enumerate(runs[side]):
                 run.config["wall_s"] = wall
+                run.config["ab"].update(rounds_run=len(runs[side]), stopped=stopped, adaptive=opts.stop_design)
                 save_run(run, folder / side / f"round-{r:02d}.json")
     return runs["base"], runs["head"], folder
+
+
+def _still_measured(active: list[Case], runs: Mapping[str, list[Run]], rounds: int, rule: StopRule | None,
+                    stopped: dict[str, dict[str, Any]]) -> list[Case]:
+    """The cases that need another round: the stop rule has not decided them yet."""
+    if rule is None:
+        return active
+    keep = []
+    for case in active:
+        base, head = (_records_of(runs[side], case) for side in SIDES)
+        why = rule(case, base, head, rounds)
+        if why:
+            stopped[case.case_id] = {"after_rounds": rounds, "why": why}
+        else:
+            keep.append(case)
+    return keep
+
+
+def _records_of(runs: Sequence[Run], case: Case) -> list[Record]:
+    return [rec for run in runs for rec in run.records if rec.case_id == case.case_id]
 
 
 def _side_run(ab_id: str, side: str, r: int, created: str, env: dict[str, Any], opts: AbOptions,

@@ -1,0 +1,133 @@
+"""Adaptive A/B rounds: the sequential stopping rule (harness/analysis/sequential.py) keeps the
+gate's error rates (simulations with a fixed seed) and ab's round loop stops decided cases."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from harness.analysis.compare import compare_runs
+from harness.analysis.sequential import (
+    SequentialDesign,
+    case_decision,
+    look,
+    operating_characteristics,
+    stop_rule,
+)
+from harness.analysis.thresholds import ThresholdConfig
+from harness.testing.synthetic import synthetic_case, synthetic_record
+
+DESIGN = SequentialDesign()
+SESSIONS = 400
+
+
+def slack(rate: float, n: int = SESSIONS) -> float:
+    """Three binomial standard errors (at least 1.5%): simulation noise, not a tolerance."""
+    return max(3 * math.sqrt(max(rate, 0.01) * (1 - rate) / n), 0.015)
+
+
+@pytest.mark.parametrize("sigma", [0.02, 0.04])
+def test_aa_false_failures_stay_at_the_fixed_design_and_below_alpha(sigma):
+    oc = operating_characteristics(DESIGN, 0.0, sigma, SESSIONS, seed=11)
+    interim = len(DESIGN.interim_looks) * DESIGN.interim_alpha
+    assert oc["sequential_fail_rate"] <= oc["fixed_fail_rate"] + interim + slack(oc["fixed_fail_rate"])
+    assert oc["sequential_fail_rate"] <= DESIGN.alpha
+    assert oc["sequential_processes"] < oc["fixed_processes"]  # the point: fewer processes for the same answer
+
+
+@pytest.mark.parametrize("change, sigma", [(0.10, 0.02), (0.134, 0.02), (0.10, 0.04), (0.134, 0.04)])
+def test_detection_holds_and_costs_fewer_processes(change, sigma):
+    oc = operating_characteristics(DESIGN, change, sigma, SESSIONS, seed=12)
+    assert oc["sequential_fail_rate"] >= oc["fixed_fail_rate"] - slack(oc["fixed_fail_rate"])
+    assert oc["sequential_processes"] < oc["fixed_processes"] - 1  # big changes stop well before round 8
+
+
+def test_an_unchanged_stop_at_the_threshold_is_rarer_than_beta():
+    """beta bounds the chance that the rule stops 'unchanged' when the true change is the
+    threshold itself (the hardest case for that boundary)."""
+    rng = np.random.default_rng(13)
+    threshold, sigma = 0.05, 0.02
+    unchanged = 0
+    for _ in range(SESSIONS):
+        b = np.exp(rng.normal(0, sigma, DESIGN.max_rounds))
+        h = np.exp(rng.normal(math.log1p(threshold), sigma, DESIGN.max_rounds))
+        for k in DESIGN.interim_looks:
+            decision = look(b[:k], h[:k], threshold, DESIGN).decision
+            if decision is not None:
+                unchanged += decision == "unchanged"
+                break
+    assert unchanged / SESSIONS <= DESIGN.beta
+
+
+def test_look_on_exact_values():
+    assert look([1.0] * 4, [1.0] * 4, 0.05, DESIGN).decision == "unchanged"
+    assert look([1.0] * 4, [1.2] * 4, 0.05, DESIGN).decision == "changed"
+    assert look([1.0] * 4, [1.02] * 4, 0.05, DESIGN).decision == "unchanged"  # exact, inside the threshold
+    noisy = look([1.0, 1.3, 0.8, 1.1], [1.05, 0.9, 1.25, 1.0], 0.05, DESIGN)
+    assert noisy.decision is None and noisy.ci[0] < -0.05 < 0.05 < noisy.ci[1]
+
+
+def records(median: float, n: int, seed: int, spread: float = 0.01, status: str = "ok"):
+    rng = np.random.default_rng(seed)
+    case = synthetic_case(0)
+    out = []
+    for _ in range(n):
+        process = median * float(np.exp(rng.normal(0, spread)))  # process-to-process noise
+        out.append(synthetic_record(case, rng, compiled_median=process, eager_median=2 * process, spread=0.01,
+                                    n=40, status=status))
+    return out
+
+
+def test_case_decision_on_records():
+    config = ThresholdConfig()
+    same = case_decision(records(1e-3, 4, 1), records(1e-3, 4, 2), config, DESIGN)
+    assert same and "latency unchanged" in same
+    slower = case_decision(records(1e-3, 4, 1), records(1.5e-3, 4, 2), config, DESIGN)
+    assert slower and "latency changed +5" in slower
+    assert case_decision(records(1e-3, 3, 1), records(1e-3, 3, 2), config, DESIGN) is None  # below the floor
+    assert case_decision(records(1e-3, 8, 1), records(1e-3, 8, 2), config, DESIGN) is None  # the gate decides round 8
+    failing = records(1e-3, 4, 2)
+    failing[0].status = "failed"
+    assert case_decision(records(1e-3, 4, 1), failing, config, DESIGN) is None  # a failure never stops early
+    assert case_decision(records(1e-3, 4, 1, spread=0.2), records(1e-3, 4, 2, spread=0.2), config, DESIGN) is None
+
+
+def test_ab_round_loop_stops_decided_cases_and_the_gate_still_judges(tmp_path, monkeypatch):
+    import harness.experiments.ab as ab
+    from harness.run.runner import RunOptions
+
+    rng = np.random.default_rng(5)
+
+    def fake_worker(case, spec, timeout, python=None, extra_env=None, trace=None):
+        slow = 1.5 if python == "head" and case.workload == "mlp-classic" else 1.0
+        spread = 0.01 if case.workload == "mlp-classic" else 0.25  # mlp-deep: too noisy to decide early
+        process = 1e-3 * slow * float(np.exp(rng.normal(0, spread)))
+        return synthetic_record(case, rng, compiled_median=process, eager_median=2e-3, spread=0.01, n=40)
+
+    monkeypatch.setattr(ab, "run_worker", fake_worker)
+    run_opts = RunOptions(workloads=["mlp-classic", "mlp-deep"], scenarios=["forward"], compilers=["inductor"],
+                          devices=["cpu"], sizes=["tiny"], out_dir=str(tmp_path))
+    opts = ab.AbOptions(run_opts, "base", "head", rounds=8, stop_rule=stop_rule(), stop_design=DESIGN.describe())
+    base, head, folder = ab.run_ab(opts, environments={"base": {}, "head": {}})
+    per_case = {c: sum(1 for run in base for r in run.records if r.case.workload == c) for c in ("mlp-classic", "mlp-deep")}
+    assert per_case == {"mlp-classic": 4, "mlp-deep": 8}
+    stopped = base[-1].config["ab"]["stopped"]
+    assert [v["after_rounds"] for v in stopped.values()] == [4] and "latency changed" in next(iter(stopped.values()))["why"]
+    assert len(list((folder / "head").glob("round-*.json"))) == 8
+    cmp = compare_runs(base, head)
+    verdicts = {c.case_id.split("/")[0]: c.verdict for c in cmp.cases}
+    assert str(verdicts["mlp-classic"]).startswith("regression")
+
+
+def test_ab_without_a_rule_runs_every_round(tmp_path, monkeypatch):
+    import harness.experiments.ab as ab
+    from harness.run.runner import RunOptions
+
+    rng = np.random.default_rng(6)
+    monkeypatch.setattr(ab, "run_worker", lambda case, spec, timeout, **kw: synthetic_record(case, rng, n=20))
+    run_opts = RunOptions(workloads=["mlp-classic"], scenarios=["forward"], compilers=["inductor"], devices=["cpu"],
+                          sizes=["tiny"], out_dir=str(tmp_path))
+    base, head, _ = ab.run_ab(ab.AbOptions(run_opts, "a", "b", rounds=5), environments={"base": {}, "head": {}})
+    assert [len(r.records) for r in base] == [1] * 5 and base[0].config["ab"]["stopped"] == {}
