@@ -54,6 +54,7 @@ def headline(run: Run, baseline: Run | None = None) -> list[BreadthRow]:
 
 # -- machine probe per process ---------------------------------------------------------------
 
+CASE_PAGE = 250  # the case table shows this many matching rows until "show all" (a 1,000-row layout is slow)
 PROBE_FLAG = 0.10  # a process whose probe is this far from the run's median ran on a differently fast host
 
 
@@ -288,6 +289,7 @@ def report_context(run: Run, baseline: Run | None = None, charts: bool = True,
         "probed": any(row["probe"] is not None for row in rows),
         "probe_flagged": sum(1 for row in rows if row["probe"] is not None and row["probe"].flagged),
         "probe_flag": PROBE_FLAG,
+        "case_page": CASE_PAGE,
         "charts": _charts(run) if charts else [],
         "charts_omitted": not charts,
         "graph_breaks": grouped_reasons(run.records, "graph_break_reasons"),
