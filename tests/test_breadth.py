@@ -38,7 +38,9 @@ def big() -> Run:
     ("llama-3.1-8b", "", "llama"), ("resnet50", "timm", "resnet"), ("vit_base_patch16_224", "timm", "vit"),
     ("BertForMaskedLM", "hf", "bert"), ("MBartForCausalLM", "hf", "mbart"), ("GPT2LMHeadModel", "hf", "gpt2"),
     ("google/gemma-2-2b", "hf", "gemma"), ("Qwen/Qwen3-0.6B", "hf", "qwen"), ("zoo-bert", "zoo", "bert"),
-    ("mlp-classic", "smoke", "mlp"), ("123", "", "123"),
+    ("mlp-classic", "smoke", "mlp"), ("123", "", "123"), ("hf-MBartForCausalLM", "hf", "mbart"),
+    ("zoo-albert-masked", "transformers-zoo", "albert"), ("timm-resnet50d", "timm-2.11", "resnet"),
+    ("timm-convnextv2_atto", "timm", "convnext"), ("llama-3.1-8b", "llama", "llama"),
 ])
 def test_workload_family(name, suite, family):
     assert workload_family(name, suite) == family
@@ -138,6 +140,8 @@ def test_one_per_family_picks_a_model_of_each_family(big):
     families = {workload_family(w) for w in workloads}
     assert len(picked) == len(families) and {workload_family(w) for w in picked} == families
     assert len(one_per_family(workloads, per_family=2)) <= 2 * len(families)
+    few = one_per_family(workloads, limit=5)
+    assert len(few) == 5 and len({workload_family(w) for w in few}) == 5
 
 
 # ---------------------------------------------------------------- machine probe per process

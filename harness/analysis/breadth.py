@@ -8,10 +8,12 @@ feed the HTML report, `compilebench show`, the compare summary and the dashboard
 
 A case's *family* (the model family a zoo suite groups by) is `metrics["family"]` when the
 suite wrote one, else derived from the workload name (`workload_family`): the last `/` part
-(hub names), without a leading `<suite>-` / `<suite>_`; a CamelCase class name is cut
-before `For` (`MBartForCausalLM` -> `mbart`), anything else at its first `-`, `_` or `.`
-with trailing digits dropped (`llama-3.1-8b` -> `llama`, `resnet50` -> `resnet`,
-`vit_base_patch16_224` -> `vit`, `Qwen3-0.6B` -> `qwen`); lower-cased.
+(hub names), without a leading namespace that is a part of the suite's name (`hf-` in
+`hf`, `zoo-` in `transformers-zoo`, `timm-` in `timm-2.11`); a CamelCase class name is cut
+before `For`/`Model`/`LMHeadModel` (`hf-MBartForCausalLM` -> `mbart`), anything else at
+its first `-`, `_` or `.` with a version tail dropped (`llama-3.1-8b` -> `llama`,
+`timm-resnet50d` -> `resnet`, `convnextv2_atto` -> `convnext`, `zoo-albert-masked` ->
+`albert`, `Qwen3-0.6B` -> `qwen`); lower-cased.
 """
 
 from __future__ import annotations
@@ -30,20 +32,23 @@ from harness.model.stats import geomean
 # the order a reader scans failures in: the process died, then the compiler broke, then the numbers
 FAILURE_ORDER = ("crashed", "timeout", "oom", "fail_compile", "fail_run", "fail_accuracy", "skipped")
 REASON_CHARS = 120  # a skip reason is one line of a table cell
+_VERSION_TAIL = re.compile(r"v?\d+[a-z]?$")
 _CLASS_NAME = re.compile(r"^([A-Z][A-Za-z0-9]*?)(For[A-Z]\w*|LMHeadModel|Model)$")
 
 
 def workload_family(workload: str, suite: str = "") -> str:
     """The family a workload name implies (see the module docstring)."""
     name = workload.strip().rsplit("/", 1)[-1]
-    for sep in "-_":
-        if suite and name.lower().startswith(suite.lower() + sep) and len(name) > len(suite) + 1:
-            name = name[len(suite) + 1:]
+    # a suite's namespace prefix: `hf-` in suite hf, `zoo-` in transformers-zoo, `timm-` in timm-2.11
+    prefixes = {p.lower() for p in re.split(r"[-_]", suite) if p and not p[0].isdigit()} if suite else set()
+    head, sep, rest = name.partition("-")
+    if sep and rest and not rest[0].isdigit() and head.lower() in prefixes:
+        name = rest
     match = _CLASS_NAME.match(name)
     if match:
         return match.group(1).lower()
     first = re.split(r"[-_.]", name, maxsplit=1)[0]
-    stripped = first.rstrip("0123456789")
+    stripped = _VERSION_TAIL.sub("", first)  # resnet50 -> resnet, convnextv2 -> convnext, botnet26t -> botnet
     return (stripped or first or workload).lower()
 
 
@@ -321,14 +326,19 @@ def compare_markdown_lines(cmp: Comparison, max_listed: int = 10) -> list[str]:
 
 # ---------------------------------------------------------------- subsets for CI
 
-def one_per_family(workloads: Iterable[str], families: Mapping[str, str] | None = None, per_family: int = 1) -> list[str]:
+def one_per_family(workloads: Iterable[str], families: Mapping[str, str] | None = None, per_family: int = 1,
+                   suite: str = "", limit: int | None = None) -> list[str]:
     """The first `per_family` workloads (in sorted order) of each family: the small subset CI
     checks against the expected file. `families` maps a workload to its recorded family
-    (e.g. from an expected file); others get `workload_family`."""
+    (e.g. from an expected file); others get `workload_family(name, suite)`. With `limit`,
+    that many families, spread evenly over the sorted family names (a zoo has ~170)."""
     families = families or {}
     taken: dict[str, list[str]] = defaultdict(list)
     for w in sorted(set(workloads)):
-        fam = families.get(w) or workload_family(w)
+        fam = families.get(w) or workload_family(w, suite)
         if len(taken[fam]) < per_family:
             taken[fam].append(w)
-    return sorted(w for ws in taken.values() for w in ws)
+    names = sorted(taken)
+    if limit is not None and len(names) > limit:
+        names = [names[i * len(names) // limit] for i in range(limit)]
+    return sorted(w for name in names for w in taken[name])

@@ -187,9 +187,11 @@ def update(runs: Sequence[Run], path: str | Path, keep_others: bool = True) -> d
     return data
 
 
-def pick_workloads(path: str | Path | None = None, runs: Sequence[Run] = (), per_family: int = 1) -> list[str]:
+def pick_workloads(path: str | Path | None = None, runs: Sequence[Run] = (), per_family: int = 1,
+                   limit: int | None = None) -> list[str]:
     """One workload (`per_family`) per model family, from an expected file's cases (their
-    recorded families) and/or runs: the subset a CI job runs to check a suite in minutes."""
+    recorded families) and/or runs: the subset a CI job runs to check a suite in minutes;
+    `limit`: at most that many families, spread over the alphabet."""
     families: dict[str, str] = {}
     if path is not None:
         for case_id, entry in load_expected(path)["cases"].items():
@@ -201,4 +203,4 @@ def pick_workloads(path: str | Path | None = None, runs: Sequence[Run] = (), per
     for run in runs:
         for record in run.records:
             families[record.case.workload] = family_of(record)
-    return one_per_family(families, {w: f for w, f in families.items() if f}, per_family)
+    return one_per_family(families, {w: f for w, f in families.items() if f}, per_family, limit=limit)

@@ -93,6 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                   "current directory, whatever --out is; a run that is not a suite run needs --file)")
     p.add_argument("--complete", action="store_true", help="check: also fail when an expected case was not run")
     p.add_argument("--per-family", type=int, default=1, help="pick: workloads per family (default 1)")
+    p.add_argument("--max-families", type=int, help="pick: at most this many families, spread evenly over them")
     p.add_argument("--out", default="results", help="results folder holding runs/ (where RUN is looked up)")
     p.set_defaults(func=cmd_expected)
 
@@ -396,13 +397,13 @@ def cmd_expected(args: argparse.Namespace) -> int:
 
     if args.action != "pick" and not args.run:
         raise CliError(f"expected {args.action} needs a run: `compilebench expected {args.action} latest`")
-    if args.per_family < 1:
-        raise CliError(f"--per-family {args.per_family}: give a positive count")
+    if args.per_family < 1 or (args.max_families is not None and args.max_families < 1):
+        raise CliError(f"--per-family {args.per_family} / --max-families {args.max_families}: give positive counts")
     runs = [resolve_run(ref, args.out) for ref in args.run]
     if args.action == "pick":
         if not runs and not args.file:
             raise CliError("expected pick needs --file FILE or a run to pick workloads from")
-        print(",".join(pick_workloads(args.file, runs, args.per_family)))
+        print(",".join(pick_workloads(args.file, runs, args.per_family, args.max_families)))
         return EXIT_OK
     # expected files are committed with the project: results/expected/ here, not under --out
     path = Path(args.file) if args.file else expected_path(runs[0], CLI_DIR)
