@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from harness.analysis.compare import compare_runs
 from harness.analysis.thresholds import config_from_dict
@@ -144,3 +145,35 @@ def test_non_tty_table_keeps_a_long_case_id_and_the_verdict_on_one_line(tmp_path
     rows = [line for line in out.splitlines() if case.case_id in line]
     assert rows and any("slower (eager too)" in line for line in rows), out
     assert "…" not in out.split("geomean")[0]
+
+
+# ---------------------------------------------------------------- noise rounds
+
+@pytest.mark.parametrize("argv, message", [
+    (["noise", "--rounds", "1", "-w", "mlp-classic"], "noise needs --rounds >= 3 (6 processes a case"),
+    (["noise", "--rounds", "2", "-w", "mlp-classic"], "got 2; pass --rounds 3 or more"),
+    (["noise", "--rounds", "0", "-w", "mlp-classic"], "0 is not an integer >= 1"),
+])
+def test_noise_refuses_rounds_its_statistics_cannot_use(argv, message, capsys):
+    """`noise --rounds 1` used to claim a 0.6% detectable change from two processes; now it
+    stops before any worker with one line naming the minimum."""
+    try:
+        rc = main(argv)
+    except SystemExit as exc:  # argparse's own usage errors exit from inside main
+        rc = exc.code
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err
+
+
+def test_noise_from_too_few_runs_is_refused(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "aa"
+    for i in range(4):
+        save_run(_run(f"aa{i}", [synthetic_record(synthetic_case(0), rng)]), folder / f"aa{i}.json")
+    assert main(["noise", "--from-runs", str(folder)]) == 2
+    assert "needs at least 6 A/A runs (3 rounds of two), got 4" in capsys.readouterr().err
+    from harness.analysis.noise import NoiseInputError, analyze_noise
+
+    with pytest.raises(NoiseInputError):
+        analyze_noise([], rounds=1)

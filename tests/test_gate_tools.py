@@ -148,7 +148,7 @@ def test_a_single_process_change_inside_the_measured_aa_band_is_noisy_and_beyond
 
 
 def test_noise_from_runs_cli(tmp_path, capsys):
-    for i, run in enumerate(_aa_runs(4, 0.01)):
+    for i, run in enumerate(_aa_runs(6, 0.01)):
         save_run(run, tmp_path / "aa" / f"{i}.json")
     out = tmp_path / "noise.json"
     assert main(["noise", "--from-runs", str(tmp_path / "aa"), "-o", str(out)]) == 0

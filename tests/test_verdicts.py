@@ -14,6 +14,7 @@ EXPECTED_CLASS = {
     "slower (eager too)": Outcome.FAIL,
     "now failing": Outcome.FAIL,
     "missing": Outcome.FAIL,
+    "machine contended": Outcome.CANNOT_JUDGE,
     "slower (eager too; no probe)": Outcome.WARN,
     "noisy": Outcome.WARN,
     "machine drift": Outcome.WARN,
@@ -32,7 +33,7 @@ EXPECTED_CLASS = {
 def test_every_verdict_has_its_documented_class():
     assert {v.value: v.outcome for v in Verdict} == EXPECTED_CLASS
     for v in Verdict:
-        assert [v.fails, v.warns, v.passes].count(True) == 1
+        assert [v.fails, v.warns, v.passes, v.outcome is Outcome.CANNOT_JUDGE].count(True) == 1
     assert set(DEFAULT_FAIL_ON) == {v for v in Verdict if v.outcome is Outcome.FAIL}
 
 
@@ -47,9 +48,11 @@ def test_verdicts_are_the_words_files_always_used():
 def test_severity_order_is_the_declaration_order_and_worst_uses_it():
     assert VERDICT_ORDER[0] is Verdict.REGRESSION and VERDICT_ORDER[-1] is Verdict.NOT_APPLICABLE
     assert [v.rank for v in VERDICT_ORDER] == list(range(len(VERDICT_ORDER)))
-    # every failing verdict outranks every warning one, and those every passing one
+    # every failing verdict outranks every cannot-judge one, those every warning one, and
+    # those every passing one
     ranks = {o: [v.rank for v in Verdict if v.outcome is o] for o in Outcome}
-    assert max(ranks[Outcome.FAIL]) < min(ranks[Outcome.WARN])
+    assert max(ranks[Outcome.FAIL]) < min(ranks[Outcome.CANNOT_JUDGE]) <= max(ranks[Outcome.CANNOT_JUDGE]) \
+        < min(ranks[Outcome.WARN])
     assert max(ranks[Outcome.WARN]) < min(r for r in ranks[Outcome.PASS])
     assert worst([Verdict.UNCHANGED, "noisy", Verdict.IMPROVEMENT]) is Verdict.NOISY
     assert worst([Verdict.NOT_APPLICABLE]) is None and worst([]) is None

@@ -66,6 +66,7 @@ from harness.analysis.significance import (
     minimum_detectable_change,
 )
 from harness.analysis.thresholds import (
+    CONTENDED_WARN,
     DEFAULT_PROBE_MOVED,
     MISSING_WARN,
     WHOLE_MODEL_WARN,
@@ -73,13 +74,14 @@ from harness.analysis.thresholds import (
     Thresholds,
 )
 from harness.analysis.verdicts import DEFAULT_FAIL_ON, VERDICT_ORDER, Verdict, worst
+from harness.measure.contention import contention_block
 from harness.measure.probe import MIN_SAMPLES as MIN_PROBE_SAMPLES
 from harness.model.schema import Record, Run, RunFileError
 
 __all__ = [
     # this module's own
-    "DRIFT_SHARE", "HARDWARE_FIELDS", "TORCH_FIELDS", "COMPILER_FIELDS", "EnvironmentMismatchError", "NoiseTable",
-    "compare_case", "compare_runs", "group_records", "environment_mismatches", "describe_side",
+    "DRIFT_SHARE", "CONTENDED_METRICS", "HARDWARE_FIELDS", "TORCH_FIELDS", "COMPILER_FIELDS", "EnvironmentMismatchError", "NoiseTable",
+    "compare_case", "compare_runs", "contention_text", "group_records", "environment_mismatches", "describe_side",
     # re-exported: the verdicts and the split-out pieces, where callers always found them
     "Verdict", "VERDICT_ORDER", "DEFAULT_FAIL_ON", "GateDecision", "REGRESSION", "NOW_FAILING", "MISSING", "NOISY", "IMPROVEMENT",
     "NOW_PASSING", "NEW", "UNCHANGED", "STILL_FAILING", "NOT_APPLICABLE", "SLOWER_EAGER_TOO", "FASTER_EAGER_TOO",
@@ -99,6 +101,8 @@ SLOWER_EAGER_TOO, FASTER_EAGER_TOO = Verdict.SLOWER_EAGER_TOO, Verdict.FASTER_EA
 MACHINE_DRIFT, SLOWER_EAGER_TOO_NO_PROBE = Verdict.MACHINE_DRIFT, Verdict.SLOWER_EAGER_TOO_NO_PROBE
 EAGER_FASTER, EAGER_SLOWER = Verdict.EAGER_FASTER, Verdict.EAGER_SLOWER
 DRIFT_SHARE = 0.5  # eager moving by this share of a latency change: a whole-model change
+# what a contended machine invalidates: the timed samples (counts, accuracy, memory stay judged)
+CONTENDED_METRICS = ("latency", "speedup")
 # environment fields that make a comparison meaningless when they differ
 HARDWARE_FIELDS = ("machine", "cpu_model", "device names")
 # the torch build: a probe set that calls torch (probe_uses_torch) is trusted only when they agree
@@ -139,6 +143,7 @@ def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds
         return result, []
     if result.status_head != "ok":  # status gating switched off: nothing to measure
         return result, []
+    result.contention = _contention(base, head)
     probe = machine_probe(base, head, thresholds, torch_differs)
     result.probe_change = probe.change if probe else None
     if probe is None:
@@ -252,6 +257,7 @@ def _finish_case(result: CaseResult, thresholds: Thresholds | None = None) -> No
     moved_at = thresholds.get("probe") if thresholds is not None else None
     _attribute_latency(result, float(moved_at) if moved_at is not None else DEFAULT_PROBE_MOVED)
     _attribute_speedup(result)
+    _mark_contended(result, thresholds)
     if result.metrics:
         result.verdict = worst(m.verdict for m in result.metrics) or Verdict.UNCHANGED
     both_ok = result.status_base == "ok" and result.status_head == "ok"
@@ -261,6 +267,58 @@ def _finish_case(result: CaseResult, thresholds: Thresholds | None = None) -> No
     if result.verdict == Verdict.SLOWER_EAGER_TOO and thresholds is not None and thresholds.whole_model == WHOLE_MODEL_WARN:
         result.warn_only = True
         result.flags.append("whole-model change (eager too): warn only (whole_model = \"warn\"), the gate does not fail on it")
+
+
+def _contention(base: list[Record], head: list[Record]) -> dict[str, dict[str, Any]] | None:
+    """Per side, what the workers measured about contention (harness/measure/contention.py):
+    processes, how many were contended, the largest cpu_wait_fraction, the threads; None
+    when no record on either side measured it (older runs, no schedstat)."""
+    out = {}
+    for side, records in (("base", base), ("head", head)):
+        blocks = [b for b in (contention_block(as_mapping(r.metrics)) for r in records)
+                  if b is not None and isinstance(b.get("contended"), bool)]
+        waits = [float(w) for b in blocks if isinstance(w := b.get("cpu_wait_fraction"), (int, float))
+                 and not isinstance(w, bool)]
+        threads = sorted({t for b in blocks if isinstance(t := b.get("threads"), int) and not isinstance(t, bool)})
+        out[side] = {"processes": len(records), "measured": len(blocks),
+                     "contended": sum(1 for b in blocks if b["contended"]),
+                     "max_wait_fraction": max(waits) if waits else None, "threads": threads}
+    return out if any(s["measured"] for s in out.values()) else None
+
+
+def contention_text(contention: Mapping[str, Mapping[str, Any]]) -> str:
+    """'head: 1 of 1 process(es) contended, up to 62% of its threads' time waiting for a core (2 threads)'."""
+    parts = []
+    for side in ("base", "head"):
+        s = contention[side]
+        if not s["contended"]:
+            continue
+        wait = f", up to {s['max_wait_fraction']:.0%} of its threads' time waiting for a core" \
+            if s["max_wait_fraction"] is not None else ""
+        threads = f" ({'/'.join(map(str, s['threads']))} threads)" if s["threads"] else ""
+        parts.append(f"{side}: {s['contended']} of {s['processes']} process(es) contended{wait}{threads}")
+    return "; ".join(parts)
+
+
+def _mark_contended(result: CaseResult, thresholds: Thresholds | None) -> None:
+    """A case timed on a contended machine (either side: its threads waited for a core beyond
+    the worker's threshold) cannot be judged on its timings, whatever they read: contention
+    fakes a regression and hides one alike. Latency and speedup become `machine contended`,
+    their notes keep what they would have read; deterministic metrics stay judged."""
+    contention = result.contention
+    if not contention or not (contention["base"]["contended"] or contention["head"]["contended"]):
+        return
+    seen = contention_text(contention)
+    for m in result.metrics:
+        if m.metric not in CONTENDED_METRICS or m.verdict == Verdict.NOT_APPLICABLE:
+            continue
+        change = f" {m.change:+.1%}" if m.change is not None else ""
+        m.note = f"{m.note}; machine contended: cannot judge ({seen}); would read {m.verdict}{change}"
+        m.verdict = Verdict.MACHINE_CONTENDED
+    result.flags.append(f"machine contended: cannot judge the timings ({seen})")
+    if thresholds is not None and thresholds.contended == CONTENDED_WARN:
+        result.warn_only = True
+        result.flags.append('machine contended: warn only (contended = "warn"), the gate does not stop on it')
 
 
 def compare_case(case_id: str, base: list[Record], head: list[Record], thresholds: Thresholds,

@@ -52,6 +52,9 @@ class CaseResult:
     warn_only: bool = False
     # why the probe cannot tell machine drift from a real change here ('' when it can)
     probe_caveat: str = ""
+    # per side: processes, how many the worker marked contended, the largest cpu_wait_fraction
+    # and the threads (None: no record on either side measured contention)
+    contention: dict[str, dict[str, Any]] | None = None
 
     def metric(self, name: str) -> MetricResult | None:
         return next((m for m in self.metrics if m.metric == name), None)
@@ -116,8 +119,12 @@ class Comparison:
         if failing:
             return GateDecision(Outcome.FAIL, f"{len(failing)} case(s) regressed, broke or went missing", failing, unjudged)
         if unjudged:
-            kinds = ", ".join(f"{n} {v}" for v, n in _count(unjudged).items())
-            return GateDecision(Outcome.CANNOT_JUDGE, f"cannot judge {len(unjudged)} case(s) ({kinds})", failing, unjudged)
+            kinds = _count(unjudged)
+            if list(kinds) == [Verdict.MACHINE_CONTENDED]:
+                reason = f"machine contended: cannot judge {len(unjudged)} case(s)"
+            else:
+                reason = f"cannot judge {len(unjudged)} case(s) ({', '.join(f'{n} {v}' for v, n in kinds.items())})"
+            return GateDecision(Outcome.CANNOT_JUDGE, reason, failing, unjudged)
         if not any(c.judged for c in common):
             kinds = ", ".join(f"{n} {v}" for v, n in _count(common).items())
             return GateDecision(Outcome.CANNOT_JUDGE, f"nothing judged: none of the {len(common)} case(s) in both runs "
@@ -162,6 +169,8 @@ def _exclusion_reason(case: CaseResult) -> str:
         return "missing: not in head"
     if case.status_base != "ok" or case.status_head != "ok":
         return f"status {case.status_base} -> {case.status_head}"
+    if case.contention and any(side["contended"] for side in case.contention.values()):
+        return "machine contended: its timings measure the run queue"
     return ""
 
 

@@ -34,10 +34,17 @@ from harness.analysis.metrics import (
 )
 from harness.analysis.probe_norm import probe_factors
 from harness.analysis.thresholds import DEFAULT_PROBE_MOVED, ThresholdConfig
+from harness.model.errors import UserError
 from harness.model.jsonfile import read_json
 from harness.model.schema import Record, Run, RunFileError, write_json_atomic
 
 NOISE_METRICS = ("speedup", "latency", "compile_time", "peak_memory")
+# the fewest A/A rounds (2 processes each) whose figures mean something: 6 processes give 15
+# pairs for mdc_single's 95th percentile (2 processes: one pair, the "percentile" is that one
+# change) and 5 degrees of freedom for mdc_ab's standard deviation (relative error of an sd
+# ~1/sqrt(2 dof): 32% at 5, 71% at 1); `noise --rounds 1` claimed a 0.6% detectable change
+# from two processes
+MIN_ROUNDS = 3
 NOISE_FORMAT = "compilebench-noise/1"
 
 
@@ -106,8 +113,19 @@ def spread(values: Sequence[float], rounds: int, factors: Sequence[float] | None
     }
 
 
+class NoiseInputError(UserError, ValueError):
+    """Too few A/A rounds or runs for the noise statistics; the message names the minimum."""
+
+
+def check_rounds(rounds: int, what: str = "--rounds") -> None:
+    if rounds < MIN_ROUNDS:
+        raise NoiseInputError(f"noise needs {what} >= {MIN_ROUNDS} ({2 * MIN_ROUNDS} processes a case: 15 pairs for the "
+                              f"95th-percentile A/A change), got {rounds}; pass --rounds {MIN_ROUNDS} or more")
+
+
 def analyze_noise(runs: Sequence[Run], rounds: int, config: ThresholdConfig | None = None) -> dict[str, Any]:
     """Per case and metric spread from A/A runs (every run measured the same code)."""
+    check_rounds(rounds, "rounds")
     config = config or ThresholdConfig()
     cases: dict[str, Any] = {}
     for case_id, records in sorted(group_records(runs).items()):

@@ -50,6 +50,9 @@ class Verdict(str, Enum):
     SLOWER_EAGER_TOO = "slower (eager too)"
     NOW_FAILING = "now failing"
     MISSING = "missing"
+    # the machine was contended while the case was timed (its threads waited for a core): the
+    # timings measure the run queue, neither a regression nor a pass (exit 3 by default)
+    MACHINE_CONTENDED = "machine contended"
     # eager slowed with the compiled code but no usable probe says whether the machine held
     # still: machine drift and a real whole-model change look alike (no comma in the name:
     # --fail-on is a comma list)
@@ -103,6 +106,7 @@ OUTCOMES: dict[Verdict, Outcome] = {
     Verdict.SLOWER_EAGER_TOO: Outcome.FAIL,
     Verdict.NOW_FAILING: Outcome.FAIL,
     Verdict.MISSING: Outcome.FAIL,
+    Verdict.MACHINE_CONTENDED: Outcome.CANNOT_JUDGE,
     Verdict.SLOWER_EAGER_TOO_NO_PROBE: Outcome.WARN,
     Verdict.NOISY: Outcome.WARN,
     Verdict.MACHINE_DRIFT: Outcome.WARN,

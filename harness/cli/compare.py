@@ -21,6 +21,8 @@ from harness.cli.common import (
     EXIT_OK,
     OVERRIDE_WORKLOADS_HELP,
     CliError,
+    add_output_options,
+    json_to_stdout,
     non_negative_seconds,
     positive_int,
     positive_seconds,
@@ -73,11 +75,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_ab)
 
     p = sub.add_parser("noise", help="A/A on this machine: per-case spread and the smallest change the gate detects")
-    p.add_argument("--rounds", type=int, default=3, help="A/A rounds (2 processes per case per round)")
+    p.add_argument("--rounds", type=positive_int, default=3, help="A/A rounds (2 processes per case per round; "
+                   "at least 3: 6 processes give the 15 pairs the 95th-percentile A/A change needs)")
     p.add_argument("-o", "--output", help="write the noise JSON here (for compare --noise)")
     p.add_argument("--python", default=sys.executable, help="python to measure with (default: this one)")
     p.add_argument("--thresholds", help="thresholds TOML the too-noisy flags are judged against")
-    p.add_argument("--from-runs", nargs="+", metavar="RUN", help="analyse these A/A runs instead of running")
+    p.add_argument("--from-runs", nargs="+", metavar="RUN", help="analyse these A/A runs instead of running "
+                   "(at least 6: two per round)")
+    add_output_options(p, "the noise table", json_file=True)
     selection_options(p)
     p.set_defaults(func=cmd_noise)
 
@@ -124,12 +129,16 @@ def _compare_options(p: argparse.ArgumentParser, fail_on: Sequence[str], with_ou
     p.add_argument("--missing", choices=("fail", "warn"), default=None,
                    help="what a case measured in base and not in head does: fail (default: a model that stopped "
                         "running is a failure) or warn; beats the thresholds file's missing key")
+    p.add_argument("--contended", choices=("cannot-judge", "warn"), default=None,
+                   help="what a case timed on a contended machine does (the worker's run-queue measurement): "
+                        "cannot-judge (default: exit 3, neither pass nor regression) or warn; beats the thresholds "
+                        "file's contended key")
     p.add_argument("--noise", help="noise JSON from `compilebench noise` on this machine: a one-process-per-side "
                    "speedup/latency change inside its A/A band (mdc_single) is `noisy`, not a verdict; cases too "
                    "noisy to judge are flagged")
     p.add_argument("--markdown", metavar="FILE", help="write GitHub markdown here ('-': stdout; "
                    "e.g. $GITHUB_STEP_SUMMARY)")
-    p.add_argument("--json", metavar="FILE", help="write the comparison as JSON here ('-': stdout)")
+    add_output_options(p, "the comparison", json_file=True)
     p.add_argument("--all", action="store_true", help="terminal table: show unchanged cases too")
     if with_out:
         p.add_argument("--out", default="results", help="results folder holding runs/ and history.sqlite")
@@ -206,22 +215,16 @@ def render(cmp: Comparison, args: argparse.Namespace, versions: str = "") -> int
     verdict, 3 when the comparison could not judge (nothing compared, nothing judged, machine
     contended), else 0. `versions` (ab) names the builds on each side in the summary and the
     markdown title."""
-    from harness.report.display import make_console
+    from harness.report.display import make_console, print_table
     from harness.report.gate_output import geomean_line, headline, json_text, markdown, terminal_table
 
     fail_on = _fail_on(args.fail_on)
     decision = cmp.decide(cmp.failing(fail_on))
-    console = make_console(stderr=args.json == "-" or args.markdown == "-")
+    console = make_console(stderr=json_to_stdout(args) or args.markdown == "-")
     for warning in cmp.warnings:
         console.print(f"WARNING: {warning}", style="bold yellow", highlight=False)
-    if cmp.cases:
-        table = terminal_table(cmp, show_all=args.all)
-        if not console.is_terminal:  # a CI log or a pipe: as wide as the table, nothing wraps
-            from rich.measure import Measurement
-
-            natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
-            console.width = max(console.width, natural)
-        console.print(table)
+    if cmp.cases:  # off a terminal (a CI log, a pipe): plain aligned text, nothing cut or wrapped
+        print_table(console, terminal_table(cmp, show_all=args.all), args.format)
     for case in cmp.cases:
         for flag in case.flags:
             console.print(f"{case.case_id}: {flag}", style="yellow", highlight=False, markup=False)
@@ -248,6 +251,7 @@ def _compare(base: list[Run], head: list[Run], args: argparse.Namespace, ignore_
     config = load_thresholds(args.thresholds)
     config.whole_model_override = getattr(args, "whole_model", None)
     config.policy_overrides["missing"] = getattr(args, "missing", None)
+    config.policy_overrides["contended"] = getattr(args, "contended", None)
     noise = load_noise_table(args.noise) if args.noise else None
     _fail_on(args.fail_on)  # validate before any work
     return compare_runs(base, head, config, metrics=_metrics(args.metric), allow_mismatch=args.allow_mismatch,
@@ -355,17 +359,23 @@ def _stop_rule(args: argparse.Namespace):
 
 
 def cmd_noise(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    import json
+
     from rich.table import Table
 
-    from harness.analysis.noise import analyze_noise, save_noise
+    from harness.analysis.noise import MIN_ROUNDS, analyze_noise, check_rounds, save_noise
     from harness.analysis.thresholds import load_thresholds
+    from harness.report.display import make_console, print_table
 
     config = load_thresholds(args.thresholds)
     if args.from_runs:
         runs = [run for ref in args.from_runs for run in load_side(ref, args.out)]
-        rounds = max(1, len(runs) // 2)
+        if len(runs) < 2 * MIN_ROUNDS:
+            raise CliError(f"noise --from-runs needs at least {2 * MIN_ROUNDS} A/A runs ({MIN_ROUNDS} rounds of two), "
+                           f"got {len(runs)}; pass more runs of the same code")
+        rounds = len(runs) // 2
     else:
+        check_rounds(args.rounds)
         from harness.experiments.ab import AbOptions, run_ab
 
         opts = AbOptions(run_options_from(args), args.python, args.python, args.rounds)
@@ -383,9 +393,12 @@ def cmd_noise(args: argparse.Namespace) -> int:
             table.add_row(case_id, metric, str(s["n_processes"]), f"{s['cv']:.1%}", f"{s['max_pair_change']:.1%}",
                           ("[bold red]" if noisy else "") + f"{s['mdc_single']:.1%}" + (" TOO NOISY[/]" if noisy else ""),
                           f"{s['mdc_ab']:.1%}", f"{thr:.0%}" if isinstance(thr, float) else "-")
-    Console().print(table)
+    console = make_console(stderr=json_to_stdout(args))
+    print_table(console, table, args.format)
     if args.output:
-        print(f"noise file: {save_noise(data, args.output)}")
+        console.print(f"noise file: {save_noise(data, args.output)}", highlight=False, markup=False)
+    if args.json:
+        write_output(args.json, json.dumps(data, indent=1) + "\n")
     return EXIT_OK
 
 

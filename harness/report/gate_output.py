@@ -24,6 +24,7 @@ from harness.analysis.compare import (
     CaseResult,
     Comparison,
     MetricResult,
+    contention_text,
 )
 from harness.analysis.comparison import GateDecision
 from harness.analysis.verdicts import Outcome, Verdict
@@ -32,10 +33,10 @@ from harness.report.display import fmt_bytes, fmt_seconds
 ATTENTION = (Verdict.REGRESSION, Verdict.SLOWER_EAGER_TOO, Verdict.NOW_FAILING, Verdict.SLOWER_EAGER_TOO_NO_PROBE,
              Verdict.NOISY, Verdict.EAGER_FASTER)
 # verdicts with a markdown section of their own (a list, not metric rows: there is nothing to compare)
-OWN_SECTION = (Verdict.MISSING,)
-STYLE = {Verdict.REGRESSION: "bold red", Verdict.SLOWER_EAGER_TOO: "bold red", Verdict.NOW_FAILING: "bold red", Verdict.MISSING: "bold red",
+OWN_SECTION = (Verdict.MISSING, Verdict.MACHINE_CONTENDED)
+STYLE = {Verdict.REGRESSION: "bold red", Verdict.SLOWER_EAGER_TOO: "bold red", Verdict.NOW_FAILING: "bold red", Verdict.MISSING: "bold red", Verdict.MACHINE_CONTENDED: "bold magenta",
          Verdict.SLOWER_EAGER_TOO_NO_PROBE: "yellow", Verdict.NOISY: "yellow", Verdict.MACHINE_DRIFT: "cyan", Verdict.EAGER_FASTER: "magenta", Verdict.EAGER_SLOWER: "magenta", Verdict.IMPROVEMENT: "green", Verdict.FASTER_EAGER_TOO: "green", Verdict.NOW_PASSING: "green"}
-EMOJI = {Verdict.REGRESSION: ":red_circle:", Verdict.SLOWER_EAGER_TOO: ":orange_circle:", Verdict.NOW_FAILING: ":x:", Verdict.MISSING: ":no_entry:",
+EMOJI = {Verdict.REGRESSION: ":red_circle:", Verdict.SLOWER_EAGER_TOO: ":orange_circle:", Verdict.NOW_FAILING: ":x:", Verdict.MISSING: ":no_entry:", Verdict.MACHINE_CONTENDED: ":construction:",
          Verdict.SLOWER_EAGER_TOO_NO_PROBE: ":warning:", Verdict.NOISY: ":grey_question:", Verdict.MACHINE_DRIFT: ":thermometer:", Verdict.EAGER_FASTER: ":information_source:",
          Verdict.EAGER_SLOWER: ":information_source:", Verdict.IMPROVEMENT: ":green_circle:",
          Verdict.FASTER_EAGER_TOO: ":green_circle:", Verdict.NOW_PASSING: ":white_check_mark:"}
@@ -184,6 +185,7 @@ def markdown(cmp: Comparison, failing: list[CaseResult], title: str = "compilebe
     for warning in cmp.warnings:
         lines += [f"> [!WARNING]\n> {_md_escape(warning)}", ""]
     lines += _missing_section(cmp)
+    lines += _contended_section(cmp)
     attention = [c for c in cmp.cases if c.verdict in ATTENTION]
     if attention:
         lines += ["### Needs attention", "", *_md_rows(attention, all_metrics=False), ""]
@@ -204,8 +206,28 @@ def markdown(cmp: Comparison, failing: list[CaseResult], title: str = "compilebe
                  "still (warns, does not fail by default). "
                  "`machine drift`: the machine-speed probe moved and nothing is left after normalising. "
                  "`noisy`: the spread is too high to decide a change of the threshold's size. "
-                 "`missing`: measured in base, not in head (fails unless `missing = \"warn\"` / `--missing warn`).")
+                 "`missing`: measured in base, not in head (fails unless `missing = \"warn\"` / `--missing warn`). "
+                 "`machine contended`: the case's threads waited for a core while it was timed (the worker's "
+                 "run-queue measurement): its timings cannot be judged (exit 3 unless `contended = \"warn\"` / "
+                 "`--contended warn`).")
     return "\n".join(lines) + "\n"
+
+
+def _contended_section(cmp: Comparison) -> list[str]:
+    contended = [c for c in cmp.cases if c.verdict == Verdict.MACHINE_CONTENDED]
+    if not contended:
+        return []
+    warned = sum(1 for c in contended if c.warn_only)
+    how = "" if not warned else (" (warn only)" if warned == len(contended) else f" ({warned} warn only)")
+    lines = [f"### Machine contended: cannot judge ({len(contended)}){how}", "",
+             "The case's threads waited for a core while it was timed: the timings measure the run queue. "
+             "Re-run on a quiet machine (or fewer jobs per runner).", ""]
+    for c in contended:
+        would = "; ".join(f"{m.metric} {m.note.rsplit('would read ', 1)[-1]}" for m in c.metrics
+                          if m.verdict == Verdict.MACHINE_CONTENDED and "would read " in m.note)
+        lines.append(f"- {EMOJI[Verdict.MACHINE_CONTENDED]} `{_md_escape(c.case_id)}`: "
+                     f"{_md_escape(contention_text(c.contention or {}))}" + (f"; would read {_md_escape(would)}" if would else ""))
+    return [*lines, ""]
 
 
 def _missing_section(cmp: Comparison) -> list[str]:
@@ -229,6 +251,7 @@ def json_text(cmp: Comparison, failing: list[CaseResult], fail_on: tuple[str, ..
     data["outcome"] = str(decision.outcome)
     data["reason"] = decision.reason
     data["missing"] = [c.case_id for c in cmp.cases if c.verdict == Verdict.MISSING]
+    data["contended"] = [c.case_id for c in cmp.cases if c.verdict == Verdict.MACHINE_CONTENDED]
     data["headline"] = headline(cmp, decision)
     data["geomean_line"] = geomean_line(cmp)
     return json.dumps(data, indent=1, allow_nan=False)
