@@ -136,3 +136,12 @@ def test_records_without_or_with_a_damaged_contention_block_are_judged_as_before
     head.metrics["contention"] = "yes"  # a foreign or damaged file
     result = compare_case(case.case_id, [base], [head], ThresholdConfig().for_case(case.case_id))
     assert result.verdict == Verdict.REGRESSION and result.contention is None
+
+
+def test_bisect_measures_a_contended_midpoint_again():
+    """bisect must not call a contended environment 'good' (nor 'bad'): it re-measures."""
+    from harness.analysis.bisect_verdict import judge
+
+    _, base, head = _aa_next_to_a_hog()
+    out = judge([base], [head], "latency")
+    assert out["verdict"] == "noisy" and out["compare_verdict"] == Verdict.MACHINE_CONTENDED

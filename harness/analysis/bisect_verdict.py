@@ -64,7 +64,10 @@ def judge(reference: Sequence[Record], candidate: Sequence[Record], metric: str,
     # a torch change that slows eager too is what a version bisect hunts: bad as well
     # (with or without a probe vouching for the machine: the search re-measures the midpoints)
     wanted = WANTED[direction]
-    verdict = "bad" if m.verdict in wanted else ("noisy" if m.verdict == Verdict.NOISY else "good")
+    # undecided -> measure again: too noisy, or timed on a contended machine (its timings
+    # measure the run queue: neither good nor bad)
+    again = (Verdict.NOISY, Verdict.MACHINE_CONTENDED)
+    verdict = "bad" if m.verdict in wanted else ("noisy" if m.verdict in again else "good")
     beyond = m.change is not None and m.threshold is not None and abs(m.change) >= float(m.threshold) and (
         (m.change > 0) == _worse_is_up(metric, direction))
     return {**evidence, "verdict": verdict, "beyond_threshold": bool(beyond), "compare_verdict": m.verdict,
