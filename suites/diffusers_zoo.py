@@ -258,7 +258,7 @@ def make_factory(model: ZooModel) -> Callable[[WorkloadContext], Built]:
 for _model in MODELS:
     workload(_model.name, unit="images", batch_size=1,
              scenarios=("forward", "train") if _model.kind in DENOISER_KINDS else ("forward",),
-             description=f"{_model.description}; diffusers zoo")(make_factory(_model))
+             description=f"{_model.description}; diffusers zoo", options=OPTION_NAMES)(make_factory(_model))
 
 ZOO_WORKLOADS = tuple(m.name for m in MODELS)
 

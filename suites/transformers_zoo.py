@@ -619,7 +619,8 @@ def register_zoo() -> list[str]:
     names = []
     for entry in zoo_entries():
         workload(entry.workload, unit="samples", batch_size=BATCH_SIZE, scenarios=("forward", "train"),
-                 description=f"transformers {entry.class_name} ({entry.head} LM), zoo")(make_factory(entry))
+                 description=f"transformers {entry.class_name} ({entry.head} LM), zoo",
+                 options=OPTION_NAMES)(make_factory(entry))
         names.append(entry.workload)
     return names
 

@@ -247,6 +247,11 @@ def test_declared_options_match_what_the_suites_read():
     assert set(WORKLOADS["sdxl-unet"].options) == set(diffusion.OPTION_NAMES) == set(WORKLOADS["sdxl-vae"].options)
     assert set(WORKLOADS["sdxl-pipeline"].options) == {*diffusion.OPTION_NAMES, "attention"}
     assert WORKLOADS["mlp-classic"].options == {}
+    from suites import diffusers_zoo, transformers_zoo
+
+    zoo = [w for w in WORKLOADS.values() if w.source in ("suites.transformers_zoo", "suites.diffusers_zoo")]
+    assert zoo and all(set(w.options) == set((transformers_zoo if "transformers" in w.source else diffusers_zoo)
+                                             .OPTION_NAMES) for w in zoo)
 
 
 def test_suite_with_a_workload_it_lacks_names_the_suites_workloads(capsys, tmp_path):
