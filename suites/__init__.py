@@ -41,6 +41,7 @@ class Suite:
     entries: tuple[SuiteEntry, ...] = field(default_factory=tuple)
     policy: tuple[tuple[str, Any], ...] = ()  # StopPolicy overrides for this suite
     timeout_s: float = 600.0
+    max_memory_gb: float | None = None  # default --max-memory-gb of its CPU cases (None: no cap)
 
 
 SUITES: dict[str, Suite] = {}
@@ -63,7 +64,8 @@ def get_suite(name: str) -> Suite:
 def extend_suite(name: str, *entries: SuiteEntry) -> None:
     """Other suite modules join a named suite (e.g. the LLM tiny models join `smoke`)."""
     suite = SUITES[name]
-    SUITES[name] = Suite(suite.name, suite.description, suite.entries + tuple(entries), suite.policy, suite.timeout_s)
+    SUITES[name] = Suite(suite.name, suite.description, suite.entries + tuple(entries), suite.policy, suite.timeout_s,
+                         suite.max_memory_gb)
 
 
 register_suite(

@@ -43,6 +43,8 @@ LIST_SOURCE = ("pytorch/pytorch benchmarks/dynamo/huggingface_models_list.txt at
                "(after #164815, 2025-10-08), batch divisors from benchmarks/dynamo/huggingface.yaml")
 UNIT = "samples"
 TINY_BATCH = 2
+# virtual-memory cap of a tiny CPU case (RLIMIT_AS): a tiny model needs under 2 GB; a runaway case ends oom
+TINY_MEMORY_GB = 8.0
 TINY_SEQ = 32
 TINY_VOCAB = 1024
 LLM_INPUT_LENGTH = 1000  # the runner's TextGenerationBenchmark.INPUT_LENGTH
@@ -413,4 +415,5 @@ register_suite(Suite(
                         sizes=("tiny",), batch_sizes=(TINY_BATCH,)),),
     policy=HF_TINY_POLICY,
     timeout_s=300.0,
+    max_memory_gb=TINY_MEMORY_GB,
 ))

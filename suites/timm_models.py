@@ -31,6 +31,8 @@ LIST_2_11 = "2.11"  # timm_models_list.txt at the torch 2.11 branch cut (18 mode
 LIST_PRE_TRIM = "pre-2025-10"  # the 61-model list it ran from 2024 until the October 2025 trim
 UNIT = "images"
 TINY_BATCH = 2
+# virtual-memory cap of a tiny CPU case (RLIMIT_AS): a tiny model needs under 2 GB; a runaway case ends oom
+TINY_MEMORY_GB = 8.0
 TINY_SIDE = 64
 
 # name -> batch size, in the files' order
@@ -208,5 +210,5 @@ register_suite(Suite(
     "forward and train step, eager vs inductor",
     entries=(SuiteEntry(workloads=workload_names(), compilers=("eager", "inductor"), devices=("cpu",),
                         sizes=("tiny",), batch_sizes=(TINY_BATCH,)),),
-    policy=TIMM_TINY_POLICY, timeout_s=300.0,
+    policy=TIMM_TINY_POLICY, timeout_s=300.0, max_memory_gb=TINY_MEMORY_GB,
 ))

@@ -65,6 +65,7 @@ def test_suites_hf_and_hf_tiny():
     assert full.entries[0].compilers == ("eager", "inductor") and len(full.entries[0].workloads) == 39
     assert full.timeout_s >= 900
     assert tiny.entries[0].devices == ("cpu",) and tiny.entries[0].batch_sizes == (hf.TINY_BATCH,)
+    assert tiny.max_memory_gb == hf.TINY_MEMORY_GB and full.max_memory_gb is None  # the cap is RLIMIT_AS: CPU only
 
 
 def test_shrink_moves_special_tokens_into_the_small_vocabulary():

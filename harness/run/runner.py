@@ -7,6 +7,7 @@ and writes the run file atomically even when interrupted: Ctrl-C keeps the finis
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import os
@@ -469,6 +470,8 @@ def _execute(opts: RunOptions, progress: ProgressFn | None, environment: dict[st
     from suites import SUITES
 
     timeout = opts.timeout_s or (SUITES[opts.suite].timeout_s if opts.suite else 600.0)
+    if opts.max_memory_gb is None and opts.suite:  # the suite's default CPU memory cap (hf-tiny, timm-tiny)
+        opts = dataclasses.replace(opts, max_memory_gb=SUITES[opts.suite].max_memory_gb)
     devices = sorted({c.device for c in cases})
     env = environment if environment is not None else capture_environment(devices)
     run_id = new_run_id(opts.label or opts.suite or "adhoc")
