@@ -33,7 +33,9 @@ from . import Suite, SuiteEntry, register_suite
 CONFIG_DIR = Path(__file__).resolve().parent / "configs" / "zoo" / "diffusers"
 SD15_UNET = Path(__file__).resolve().parent / "configs" / "diffusion" / "sd15_unet.json"  # suites/diffusion.py's
 VAE_SCALE = 8  # pixels per latent side: every model here sits behind an 8x VAE
-OPTION_NAMES = ("resolution",)
+# the workload options (@workload(options=...): checked before any worker starts)
+OPTIONS = {"resolution": "image side in pixels, a multiple of 32 (default: the model's own for full, 64 for tiny)"}
+OPTION_NAMES = tuple(OPTIONS)
 TINY_RESOLUTION = 64
 TINY_TEXT_TOKENS = 8
 
@@ -258,7 +260,7 @@ def make_factory(model: ZooModel) -> Callable[[WorkloadContext], Built]:
 for _model in MODELS:
     workload(_model.name, unit="images", batch_size=1,
              scenarios=("forward", "train") if _model.kind in DENOISER_KINDS else ("forward",),
-             description=f"{_model.description}; diffusers zoo", options=OPTION_NAMES)(make_factory(_model))
+             description=f"{_model.description}; diffusers zoo", options=OPTIONS)(make_factory(_model))
 
 ZOO_WORKLOADS = tuple(m.name for m in MODELS)
 
@@ -270,6 +272,7 @@ register_suite(Suite(
                         dtypes=("float32",), sizes=("tiny",)),),
     policy=(("min_time_s", 0.2), ("min_samples", 5), ("max_samples", 200), ("warmup", 2), ("max_time_s", 3.0)),
     timeout_s=300.0,
+    max_memory_gb=8.0,  # host memory cap per CPU case (virtual, compile workers included)
 ))
 register_suite(Suite(
     "diffusers",

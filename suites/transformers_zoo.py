@@ -50,7 +50,9 @@ HEAD_MAPPINGS: dict[str, str] = {
 PREFIX = "zoo-"
 BATCH_SIZE = 2
 DEFAULT_SEQ_LEN = {"tiny": 32, "full": 512}
-OPTION_NAMES = ("seq_len",)
+# the workload options (@workload(options=...): checked before any worker starts)
+OPTIONS = {"seq_len": "tokens per sequence (default 32 tiny / 512 full; capped at the model's positions)"}
+OPTION_NAMES = tuple(OPTIONS)
 
 # the closed set of reasons a zoo case is skipped; the record's message starts "<reason>: "
 SKIP_REASONS: dict[str, str] = {
@@ -619,8 +621,8 @@ def register_zoo() -> list[str]:
     names = []
     for entry in zoo_entries():
         workload(entry.workload, unit="samples", batch_size=BATCH_SIZE, scenarios=("forward", "train"),
-                 description=f"transformers {entry.class_name} ({entry.head} LM), zoo",
-                 options=OPTION_NAMES)(make_factory(entry))
+                 description=f"transformers {entry.class_name} ({entry.head} LM), zoo", options=OPTIONS)(
+            make_factory(entry))
         names.append(entry.workload)
     return names
 
@@ -631,6 +633,9 @@ ENTRIES_BY_WORKLOAD = {e.workload: e for e in zoo_entries()}
 # per case: a tiny model compiles in well under a minute on a CPU; a full-size default
 # config (7 B+) builds and compiles in minutes on a GPU
 TINY_POLICY = (("min_time_s", 0.2), ("min_samples", 5), ("max_samples", 200), ("warmup", 2), ("max_time_s", 3.0))
+# a tiny case peaks well under 1 GiB of RSS; the cap (virtual memory, with Inductor's compile
+# workers) stops a shrink that failed to shrink before it takes the box down
+TINY_MEMORY_GB = 8.0
 FULL_POLICY = (("min_time_s", 1.0), ("min_samples", 10), ("max_samples", 200), ("warmup", 3), ("max_time_s", 15.0))
 
 if ZOO_WORKLOADS:
@@ -642,6 +647,7 @@ if ZOO_WORKLOADS:
                             devices=("cpu",), dtypes=("float32",), sizes=("tiny",)),),
         policy=TINY_POLICY,
         timeout_s=300.0,
+        max_memory_gb=TINY_MEMORY_GB,
     ))
     register_suite(Suite(
         "transformers-zoo",

@@ -204,3 +204,33 @@ def test_diffusers_resolution_option_is_checked():
         WORKLOADS["diffusers-sd15-unet"].build(ctx(batch=1, resolution=100))
     with pytest.raises(dz.DiffusersZooOptionError, match="known: resolution"):
         WORKLOADS["diffusers-sd15-unet"].build(ctx(batch=1, steps=3))
+
+
+# ---- suites ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cap, expected", [(None, 8.0), (2.0, 2.0)])
+def test_the_tiny_suites_cap_case_memory_unless_the_command_line_does(monkeypatch, tmp_path, cap, expected):
+    from harness.run import runner
+
+    seen = []
+
+    def fake_cases(run, cases, opts, open_journal, progress):
+        seen.append((run, opts, cases))
+        return run
+
+    monkeypatch.setattr(runner, "_run_cases", fake_cases)
+    runner.execute(runner.RunOptions(suite="transformers-zoo-tiny", workloads=["zoo-gpt2-causal"], compilers=["eager"],
+                                     out_dir=str(tmp_path), max_memory_gb=cap), environment={})
+    run, opts, cases = seen[0]
+    assert opts.max_memory_gb == expected and run.config["max_memory_gb"] == expected
+    assert run.config["timeout_s"] == 300.0 and {c.scenario for c in cases} == {"forward", "train"}
+    assert runner.make_spec(cases[0], opts, {}, str(tmp_path))["limits"]["max_memory_bytes"] == int(expected * 2**30)
+
+
+def test_zoo_options_are_declared_for_the_runner_check():
+    from harness.model.workloads import UnknownOptionError, check_options
+
+    check_options(WORKLOADS["zoo-gpt2-causal"], {"seq_len": 8})
+    check_options(WORKLOADS["diffusers-flux-dev"], {"resolution": 512})
+    with pytest.raises(UnknownOptionError, match="its options: seq_len"):
+        check_options(WORKLOADS["zoo-gpt2-causal"], {"resolution": 512})
