@@ -24,7 +24,6 @@ from typing import Any
 
 from compiler import CompilerConfig
 from harness.measure.contention import CONTENTION_KEY, ContentionMeter
-from harness.measure.contention import DEFAULT_THRESHOLD as CONTENTION_THRESHOLD
 from harness.measure.probe import DEFAULT_BUDGET, PROBE_KEY, ProbeSchedule, make_probe
 from harness.measure.timing import (
     Clock,
@@ -345,8 +344,7 @@ def measure(state: CaseState) -> None:
     probe = _start_probe(state.spec, device, timer, state.clock, threads)
     state.cpu_samples = {}
     # contention (harness/measure/contention.py): schedstat read before, between and after the rounds
-    meter = ContentionMeter(threads,
-                            threshold=float(state.spec.get("contention_threshold", CONTENTION_THRESHOLD))).start()
+    meter = ContentionMeter(threads).start()
     hooks = [meter.after_round] + ([probe.after_round] if isinstance(probe, ProbeSchedule) else [])
 
     def between_rounds(seconds: float) -> None:
