@@ -139,9 +139,12 @@ def plan_cases(opts: RunOptions) -> tuple[list[Case], dict[str, Any]]:
         entries = [SuiteEntry(workloads=tuple(opts.workloads))]
         suite_name = "adhoc"
     elif opts.workload_files:
-        from harness.model.workloads import WORKLOADS
+        from harness.model.workloads import load_workload_file
 
-        names = tuple(n for n, w in WORKLOADS.items() if w.source.startswith("compilebench_user_"))
+        # the workloads of these files only (already imported above: this returns their names), not every
+        # user file this process ever loaded
+        names = tuple(dict.fromkeys(n for path in opts.workload_files
+                                    for n in load_workload_file(path, override=opts.override_workloads)))
         entries = [SuiteEntry(workloads=names)]
         suite_name = "adhoc"
     else:
