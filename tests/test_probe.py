@@ -251,3 +251,36 @@ def test_thread_gang_waits_for_its_slowest_thread():
         assert sorted(ran) == ["a", "b", "caller"]
     finally:
         gang.close()
+
+
+def test_a_helper_thread_that_raises_fails_the_call_not_hangs_it():
+    from harness.measure.probe import ThreadGang
+
+    def boom():
+        raise ValueError("kernel failed")
+
+    gang = ThreadGang(2)
+    try:
+        with pytest.raises(ValueError, match="kernel failed"):
+            gang.run([lambda: None, boom])
+        gang.run([lambda: None, lambda: None])  # the gang still works after a failed call
+    finally:
+        gang.close()
+
+
+def test_a_probe_sample_that_fails_stops_the_probe_not_the_case():
+    clock = FakeClock()
+    calls = {"n": 0}
+
+    def flaky():
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise RuntimeError("probe gang timed out")
+
+    probe = MachineProbe([ProbeKernel("a", flaky, 1)], lambda fn, inner: (fn(), 1e-4)[1], "test-1", clock)
+    schedule = ProbeSchedule(probe, budget=1.0, cost_s=1e-4)
+    for _ in range(10):
+        schedule.after_round(1.0)  # would raise into the timed loop without the guard
+    block = probe.to_dict()
+    assert block["samples_s"]["a"] == [1e-4] * 3 and block["sample_error"] == "RuntimeError: probe gang timed out"
+    assert calls["n"] == 4  # no further tries after the failure

@@ -37,6 +37,7 @@ KERNEL_TARGET_S = 50e-6
 PROBE_KEY = "machine_probe"  # where the worker stores it in record.metrics
 MIN_SAMPLES = 5  # per kernel, before compare trusts a process's probe
 MAX_SAMPLES_PER_GAP = MIN_SAMPLES  # probe samples the schedule may take between two rounds
+GANG_TIMEOUT_S = 60.0  # a multi-thread probe call that waits this long for its threads fails
 
 
 @dataclass(frozen=True)
@@ -84,9 +85,11 @@ class ThreadGang:
         import threading
 
         self.threads = threads
-        self._start = threading.Barrier(threads)
-        self._end = threading.Barrier(threads)
+        # a timeout so that a helper that never arrives fails the probe, never hangs the case
+        self._start = threading.Barrier(threads, timeout=GANG_TIMEOUT_S)
+        self._end = threading.Barrier(threads, timeout=GANG_TIMEOUT_S)
         self._tasks: Sequence[Callable[[], Any]] = ()
+        self._errors: list[BaseException] = []
         self._helpers = [threading.Thread(target=self._serve, args=(i,), daemon=True, name=f"probe-gang-{i}")
                          for i in range(1, threads)]
         for helper in self._helpers:
@@ -98,9 +101,12 @@ class ThreadGang:
         try:
             while True:
                 self._start.wait()
-                self._tasks[index]()
+                try:
+                    self._tasks[index]()
+                except Exception as exc:  # noqa: BLE001 - handed to the caller, which raises it
+                    self._errors.append(exc)
                 self._end.wait()
-        except threading.BrokenBarrierError:  # close()
+        except threading.BrokenBarrierError:  # close(), or the caller gave up waiting
             return
 
     def run(self, tasks: Sequence[Callable[[], Any]]) -> None:
@@ -109,6 +115,8 @@ class ThreadGang:
         self._start.wait()
         tasks[0]()
         self._end.wait()
+        if self._errors:
+            raise self._errors.pop()
 
     def close(self) -> None:
         """End the helpers (they leave their barrier wait) and wait for them."""
@@ -202,6 +210,7 @@ class MachineProbe:
     samples: dict[str, list[float]] = field(default_factory=dict)
     spent_s: float = 0.0  # wall seconds spent probing, timer overhead included
     threads: int = 1  # threads the kernels run on (the case's)
+    sample_error: str | None = None  # why sampling stopped early ("Type: message"), if it did
 
     def sample(self) -> None:
         start = self.clock()
@@ -234,7 +243,8 @@ class MachineProbe:
         return {"version": self.version, "threads": self.threads,
                 "samples_s": {k: list(v) for k, v in self.samples.items()},
                 "n": min((len(v) for v in self.samples.values()), default=0), "spent_s": self.spent_s,
-                "share_of_case": (self.spent_s / case_timed_s) if case_timed_s else None}
+                "share_of_case": (self.spent_s / case_timed_s) if case_timed_s else None,
+                **({"sample_error": self.sample_error} if self.sample_error else {})}
 
 
 def make_probe(device_type: str, torch_device: str, timer: Callable[[Callable[[], Any], int], float],
@@ -271,10 +281,14 @@ class ProbeSchedule:
         # several samples in one gap when the budget allows: a case of a few long rounds (an
         # SDXL image, a 64-token decode) has too few gaps to reach MIN_SAMPLES one at a time
         for _ in range(MAX_SAMPLES_PER_GAP):
-            if (len(self._costs) + 1) * self.typical_cost() > self.budget * self.timed_s:
+            if self.probe.sample_error or (len(self._costs) + 1) * self.typical_cost() > self.budget * self.timed_s:
                 return
             before = self.probe.spent_s
-            self.probe.sample()
+            try:
+                self.probe.sample()
+            except Exception as exc:  # noqa: BLE001 - a probe failure is data: sampling stops, the case goes on
+                self.probe.sample_error = f"{type(exc).__name__}: {exc}"[:500]
+                return
             self._costs.append(self.probe.spent_s - before)
 
 
