@@ -91,6 +91,9 @@ def test_case_decision_on_records():
     failing = records(1e-3, 4, 2)
     failing[0].status = "failed"
     assert case_decision(records(1e-3, 4, 1), failing, config, DESIGN) is None  # a failure never stops early
+    contended = records(1e-3, 4, 2)
+    contended[1].metrics["contention"] = {"contended": True, "cpu_wait_fraction": 0.6, "threads": 2}
+    assert case_decision(records(1e-3, 4, 1), contended, config, DESIGN) is None  # the gate cannot judge it either
     assert case_decision(records(1e-3, 4, 1, spread=0.2), records(1e-3, 4, 2, spread=0.2), config, DESIGN) is None
 
 

@@ -18,7 +18,9 @@ log of one value per process (the process's median sample; compile seconds), bas
   threshold is at most `beta` (default 0.05) whatever the number of looks.
 
 A case stops when every gated metric is decided; a case whose status is not ok on either
-side in any round never stops early (a failure is data, and a flaky one needs every round).
+side in any round never stops early (a failure is data, and a flaky one needs every round),
+nor one with a process timed on a contended machine (harness/measure/contention.py: the
+gate cannot judge its timings; the rule does not either).
 Nothing here replaces the gate: the verdict of a stopped case is compare's, on the rounds
 measured, so the table, the verdict vocabulary and the exit code are the usual ones.
 
@@ -40,6 +42,7 @@ from harness.analysis.metrics import compile_time_value, judges_compile_cpu_seco
 from harness.analysis.probe_norm import machine_probe
 from harness.analysis.significance import MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST
 from harness.analysis.thresholds import DEFAULT_ALPHA, ThresholdConfig
+from harness.measure.contention import is_contended
 from harness.model.schema import Case, Record
 
 __all__ = ["SEQUENTIAL_METRICS", "SequentialDesign", "Look", "look", "case_values", "case_decision",
@@ -141,7 +144,7 @@ def case_decision(base: Sequence[Record], head: Sequence[Record], config: Thresh
     rounds = min(len(base), len(head))
     if rounds not in design.interim_looks:
         return None
-    if any(r.status != "ok" for r in (*base, *head)):
+    if any(r.status != "ok" or is_contended(r.metrics) for r in (*base, *head)):
         return None
     case = base[0].case
     thresholds = config.for_case(case.case_id, case.workload, case.suite)
