@@ -134,3 +134,26 @@ def test_ab_without_a_rule_runs_every_round(tmp_path, monkeypatch):
                           sizes=["tiny"], out_dir=str(tmp_path))
     base, head, _ = ab.run_ab(ab.AbOptions(run_opts, "a", "b", rounds=5), environments={"base": {}, "head": {}})
     assert [len(r.records) for r in base] == [1] * 5 and base[0].config["ab"]["stopped"] == {}
+
+
+@pytest.mark.parametrize("flag, adaptive", [(["--adaptive"], True), ([], False), (["--no-adaptive"], False)])
+def test_ab_cli_passes_the_rule_only_with_adaptive(monkeypatch, tmp_path, flag, adaptive):
+    import sys
+
+    import harness.experiments.ab as ab
+    from harness.cli.main import main
+
+    seen = {}
+
+    def fake_run_ab(opts, progress=None, environments=None):
+        seen["opts"] = opts
+        raise KeyboardInterrupt  # stop before any process: the wiring is what is tested
+
+    monkeypatch.setattr(ab, "run_ab", fake_run_ab)
+    code = main(["ab", *flag, "--rounds", "6", "--base-python", sys.executable, "--head-python", sys.executable,
+                 "-w", "mlp-classic", "--size", "tiny", "--out", str(tmp_path)])
+    assert code == 130
+    opts = seen["opts"]
+    assert (opts.stop_rule is not None) is adaptive
+    if adaptive:
+        assert opts.stop_design["max_rounds"] == 6 and opts.stop_design["interim_alpha"] == 0.001
