@@ -283,8 +283,9 @@ control cases before and after stay `ok`). The run exits 1 because cases failed.
   be needed for that. Double-forked daemons that keep their environment are found.
 - `--max-memory-gb` caps virtual memory (RLIMIT_AS) of CPU cases only; GPU drivers reserve more address
   space than exists, so GPU cases are not capped (their device OOM is `oom` anyway).
-- With `--gpus` (concurrent workers) records are journaled in plan order, so a SIGKILL can lose
-  finished cases that wait behind the one in flight, not only the case in flight.
+- With `--gpus` (concurrent workers) records are journaled as each case finishes, on any GPU, and
+  Ctrl-C also keeps the ones finished but not yet taken, so a stop loses only the cases in flight
+  (up to one per GPU); the run file lists the cases in plan order.
 - SIGKILL of the parent leaves no run file and no history rows until `--resume`; the journal
   holds every finished case meanwhile.
 """

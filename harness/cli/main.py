@@ -103,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "'auto': from COMPILEBENCH_SHARD_INDEX/_COUNT, a Slurm array or a Kubernetes indexed Job")
     p.add_argument("--shard-costs", metavar="DB", help="history .sqlite whose median case times balance the shards "
                    "(default: OUT/history.sqlite if present; 'none': round-robin). Every shard must use the same one")
-    p.add_argument("--gpus", action="append", help="GPU indices, e.g. 0,1: run cases concurrently, one worker per GPU")
+    p.add_argument("--gpus", action="append", metavar="all|I,J", help="'all' (every visible GPU) or indices, e.g. 0,1: "
+                   "one worker per GPU, each taking the next case (longest first) when free (docs/SCALING.md)")
     add_diagnostic_options(p)
     add_output_options(p, "the finished run (the run file's content)")
     p.set_defaults(func=cmd_run)
@@ -162,7 +163,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print_table,
         results_table,
     )
-    from harness.run.multigpu import parse_gpus
+    from harness.run.multigpu import resolve_gpus
     from harness.run.runner import RunOptions, execute, parse_option, resume, summarize_statuses
     from harness.run.store import StoreError
 
@@ -189,7 +190,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         max_memory_gb=args.max_memory_gb,
         shard=args.shard,
         shard_costs=args.shard_costs,
-        gpus=parse_gpus(args.gpus or []),
+        gpus=resolve_gpus(args.gpus or []),
         options=dict(parse_option(o) for o in args.option),
         override_workloads=args.override_workloads,
         **diagnostic_run_options(args),
@@ -218,6 +219,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print_failures(console, run)
     counts = summarize_statuses(run.records)
     console.print(f"statuses: {counts}; wall {run.config.get('wall_s', 0):.1f}s; run file {run.config.get('path')}")
+    _print_gpu_summary(console, run, args.format)  # --gpus: per-GPU busy share and scaling (multigpu)
     if args.report:
         from harness.report.report import write_report
 
@@ -276,7 +278,21 @@ def cmd_show(args: argparse.Namespace) -> int:
     from harness.report.breadth_view import breadth_table
 
     print_table(console, breadth_table(breadth_rows(run.records)), args.format)
+    _print_gpu_summary(console, run, args.format)
     return EXIT_OK
+
+
+def _print_gpu_summary(console, run, fmt: str) -> None:
+    """A --gpus run's per-GPU table and scaling lines (harness/report/gpu_view.py); nothing otherwise."""
+    summary = run.config.get("multi_gpu")
+    if not isinstance(summary, dict):
+        return
+    from harness.report.display import print_table
+    from harness.report.gpu_view import gpu_table, scaling_lines
+
+    print_table(console, gpu_table(summary), fmt)
+    for line in scaling_lines(summary):
+        console.print(line, soft_wrap=True, markup=False)
 
 
 def _debugging(args: argparse.Namespace | None) -> bool:

@@ -1,26 +1,54 @@
-"""Several GPUs in one host: `compilebench run --gpus 0,1,...`.
+"""Several GPUs in one host: `compilebench run --gpus all` (or `--gpus 0,1,...`).
 
 One worker per GPU at a time, pinned with `CUDA_VISIBLE_DEVICES` (so inside the worker
 the case's `cuda` is `cuda:0` = the assigned GPU; the same variable works on ROCm, and
-`ZE_AFFINITY_MASK` does it for Intel XPU). Each GPU slot is a thread that takes the next
-case from a shared queue and blocks in the runner's `run_worker` (a subprocess wait, no
-busy loop), so a long case on one GPU never holds the others back. Cases are dispatched
-longest-expected-first when the history store knows their cost, and the runner consumes
-results in plan order, so the run file looks exactly like a one-GPU run's (each record
-says which GPU it ran on in `record.worker['gpu']`).
+`ZE_AFFINITY_MASK` does it for Intel XPU). `--gpus` indices count the GPUs this process
+sees: under an allocation that already set `CUDA_VISIBLE_DEVICES=4,5` (Slurm, Kubernetes),
+GPU 0 is physical GPU 4.
+
+The scheduler is a shared queue, not a static split: every GPU slot is a thread that takes
+the next case the moment its last one ends and blocks in the runner's `run_worker` (a
+subprocess wait, no busy loop), so a long case on one GPU never holds the others back. The
+queue is ordered longest expected first (LPT, what keeps the last GPU from finishing long
+after the others): each case's median worker wall time in the history store
+(shard.history_costs, the same lookup `--shard` balances on), a case the store does not
+know counted as the median of the known ones (shard.expected_costs); with no history at
+all, compiled cases before eager and train steps before inference, then plan order. Each
+record says how it was placed (`record.worker['gpu_pool']`: its GPU, queue position,
+expected seconds and where that came from, start/end on the pool's clock), and
+`pool_summary` turns those into the run's `config.multi_gpu` (per-GPU busy and idle
+seconds, busy share, scaling efficiency: see its docstring). The runner journals records
+as they finish (a Ctrl-C or SIGKILL loses only the cases in flight) and writes the run
+file in plan order, so it reads exactly like a one-GPU run's.
+
+Test-only: `COMPILEBENCH_TEST_FAKE_GPUS=N` makes `--gpus all` see N fake GPUs that run CPU
+cases (no pinning), so the whole path runs end to end on a CPU-only box.
 """
 
 from __future__ import annotations
 
+import os
 import queue
+import secrets
+import statistics
 import threading
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 from harness.model.errors import UserError
 from harness.model.schema import Case, Record
 
 # env var that pins a worker to one device, per device type
 VISIBLE_DEVICES_ENV = {"cuda": "CUDA_VISIBLE_DEVICES", "xpu": "ZE_AFFINITY_MASK"}
+FAKE_GPUS_ENV = "COMPILEBENCH_TEST_FAKE_GPUS"  # test-only: N fake GPUs that run CPU cases
+FAKE_GPU_ENV = "COMPILEBENCH_TEST_FAKE_GPU"  # a fake GPU's worker: which one
+ALL = "all"
+
+EFFICIENCY_DEFINITION = ("scaling efficiency = (sum of the cases' one-GPU wall seconds / GPUs) / wall seconds "
+                         "of the pool (first case started to last case finished); 1.0 = linear")
 
 
 class GpuPlanError(UserError, ValueError):
@@ -33,90 +61,323 @@ def parse_gpus(values: Sequence[str]) -> list[int]:
     for value in values:
         for part in filter(None, (p.strip() for p in value.split(","))):
             if not part.isdigit():
-                raise GpuPlanError(f"--gpus {value!r}: expected GPU indices like 0,1,2")
+                raise GpuPlanError(f"--gpus {value!r}: expected GPU indices like 0,1,2 or 'all'")
             if int(part) in out:
                 raise GpuPlanError(f"--gpus {value!r}: GPU {part} is listed twice")
             out.append(int(part))
     return out
 
 
+def fake_gpu_count(env: Mapping[str, str] | None = None) -> int:
+    """N from COMPILEBENCH_TEST_FAKE_GPUS (0 when unset): tests run the pool on CPU workers."""
+    text = (os.environ if env is None else env).get(FAKE_GPUS_ENV, "").strip()
+    return int(text) if text.isdigit() else 0
+
+
+def visible_gpus() -> tuple[int, str]:
+    """(how many GPUs this process sees, what counted them)."""
+    fake = fake_gpu_count()
+    if fake:
+        return fake, f"{FAKE_GPUS_ENV}={fake} (test-only fake GPUs)"
+    from harness.measure.devices import parse_device
+
+    for kind in ("cuda", "xpu"):
+        device = parse_device(kind)
+        if device.availability().available:
+            return device.count(), f"torch.{kind}.device_count()"
+    mask = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return 0, "torch.cuda.device_count() is 0" + (f" (CUDA_VISIBLE_DEVICES={mask!r})" if mask is not None else "")
+
+
+def resolve_gpus(values: Sequence[str], count: Callable[[], tuple[int, str]] = visible_gpus) -> list[int]:
+    """--gpus values -> GPU indices: 'all' is every visible GPU, '0,1' those indices, each
+    checked against what this process sees. No --gpus: [] (one case at a time)."""
+    if not values:
+        return []
+    wants_all = [v for v in values if v.strip().lower() == ALL]
+    if wants_all and len(values) > 1:
+        raise GpuPlanError(f"--gpus all cannot be combined with other --gpus values ({', '.join(values)}); pass one")
+    gpus = None if wants_all else parse_gpus(values)
+    n, source = count()
+    if n < 1:
+        raise GpuPlanError(f"--gpus {','.join(values)}: no GPU is visible here ({source}); "
+                           "run without --gpus, or on a host with GPUs")
+    if gpus is None:
+        return list(range(n))
+    if not gpus:
+        raise GpuPlanError("--gpus needs GPU indices like 0,1 or 'all'")
+    missing = [g for g in gpus if g >= n]
+    if missing:
+        raise GpuPlanError(f"--gpus {','.join(values)}: GPU {missing[0]} is not visible ({n} visible: 0..{n - 1}, "
+                           f"{source}); use --gpus all or indices below {n}")
+    return gpus
+
+
 def check_cases(cases: Sequence[Case], gpus: Sequence[int]) -> None:
     """With --gpus every worker sees exactly one GPU as index 0, so a case that names
-    another index (cuda:1) cannot mean what it says."""
+    another index (cuda:1) cannot mean what it says, and a CPU case would just run several
+    at once on the same cores (the fake GPUs of the tests are the one exception)."""
+    if not gpus:
+        return
     for case in cases:
         kind, _, idx = case.device.partition(":")
         if kind in VISIBLE_DEVICES_ENV and idx not in ("", "0"):
             raise GpuPlanError(f"case {case.case_id} asks for {case.device}, but --gpus pins each worker to one GPU; "
                                f"use --device {kind} and list the GPUs in --gpus")
+        if kind not in VISIBLE_DEVICES_ENV and not fake_gpu_count():
+            raise GpuPlanError(f"case {case.case_id} runs on {case.device}, but --gpus runs one GPU case per GPU; "
+                               "pass --device cuda (or drop --gpus)")
 
 
-def pin_env(case: Case, gpu: int) -> dict[str, str]:
-    kind = case.device.partition(":")[0]
-    var = VISIBLE_DEVICES_ENV.get(kind)
-    return {var: str(gpu)} if var else {}
+def pin_env(case: Case, gpu: int, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The worker's device mask: GPU `gpu` of those this process sees (its own mask, if any).
+    A fake GPU's CPU case gets a marker instead, so that, as with real masks, each GPU's
+    workers start from a fork server of their own (the server key is the environment)."""
+    var = VISIBLE_DEVICES_ENV.get(case.device.partition(":")[0])
+    if not var:
+        return {FAKE_GPU_ENV: str(gpu)} if fake_gpu_count(env) else {}
+    parent = [p.strip() for p in (os.environ if env is None else env).get(var, "").split(",") if p.strip()]
+    return {var: parent[gpu] if gpu < len(parent) else str(gpu)}
+
+
+def prior_rank(case: Case) -> tuple[int, int]:
+    """No history at all: compiled cases before eager (they compile), train steps before
+    inference (forward + backward + optimizer); ties keep plan order."""
+    return (case.compiler == "eager", case.scenario != "train")
+
+
+def dispatch_order(cases: Sequence[Case], costs: Mapping[str, float] | None) -> list[tuple[Case, float | None, str]]:
+    """The queue: (case, expected seconds or None, where the figure came from: 'history',
+    'median of known' or 'prior'), longest expected first."""
+    from harness.run.shard import expected_costs
+
+    ids = [c.case_id for c in cases]
+    expected, default = expected_costs(ids, costs)
+    known = {k for k, v in (costs or {}).items() if v is not None and v >= 0}
+    if default is None:
+        order = sorted(range(len(cases)), key=lambda i: (*prior_rank(cases[i]), i))
+        return [(cases[i], None, "prior") for i in order]
+    order = sorted(range(len(cases)), key=lambda i: (-expected[ids[i]], i))
+    return [(cases[i], expected[ids[i]], "history" if ids[i] in known else "median of known") for i in order]
 
 
 RunOne = Callable[[Case, Mapping[str, str]], Record]
+Clock = Callable[[], float]
 
 
 class GpuPool:
-    """Runs cases concurrently, one at a time per GPU; `result(case)` blocks until that
-    case is done. `cancel()` stops taking cases (the runner kills workers in flight)."""
+    """Runs cases concurrently, one at a time per GPU, each GPU pulling the next case of the
+    shared longest-first queue when it is free. `as_completed(cases)` yields cases as they
+    finish and `result(case)` hands over the record. `cancel()` stops taking cases and
+    returns the finished records nobody took yet (the runner kills workers in flight).
+
+    `clock`: seconds, monotonic (injectable: tests drive the pool on a virtual clock).
+    `reference`: one-GPU wall seconds per case id (the store's single-worker medians),
+    stamped on each record for the run's scaling efficiency."""
 
     def __init__(self, cases: Sequence[Case], run_one: RunOne, gpus: Sequence[int],
-                 costs: Mapping[str, float] | None = None):
+                 costs: Mapping[str, float] | None = None, *, clock: Clock = time.monotonic,
+                 reference: Mapping[str, float] | None = None):
         if not gpus:
             raise GpuPlanError("--gpus needs at least one GPU index")
         check_cases(cases, gpus)
-        costs = costs or {}
-        order = sorted(range(len(cases)), key=lambda i: (-costs.get(cases[i].case_id, 0.0), i))
-        self._todo: queue.SimpleQueue[Case] = queue.SimpleQueue()
-        for i in order:
-            self._todo.put(cases[i])
+        self.order = dispatch_order(cases, costs)
+        self._todo: queue.SimpleQueue[tuple[int, Case, float | None, str]] = queue.SimpleQueue()
+        for position, (case, expected, source) in enumerate(self.order):
+            self._todo.put((position, case, expected, source))
+        self._ids = {c.case_id for c in cases}
         self._run_one = run_one
+        self._clock = clock
+        self._reference = dict(reference or {})
+        self._gpus = list(gpus)
+        self.token = secrets.token_hex(4)
         self._done: dict[str, Record] = {}
+        self._finished: deque[str] = deque()  # completion order, not yet yielded by as_completed
         self._cond = threading.Condition()
         self._cancelled = False
+        self._t0 = clock()
         # daemon: an interrupted run must be able to exit without waiting for a slot
-        self._threads = [threading.Thread(target=self._slot, args=(g,), name=f"gpu-{g}", daemon=True) for g in gpus]
-        for t in self._threads:
+        self.threads = [threading.Thread(target=self._slot, args=(g,), name=f"gpu-{g}", daemon=True) for g in gpus]
+        for t in self.threads:
             t.start()
 
     def _slot(self, gpu: int) -> None:
         while not self._cancelled:
             try:
-                case = self._todo.get_nowait()
+                position, case, expected, source = self._todo.get_nowait()
             except queue.Empty:
                 return
+            start = self._clock() - self._t0
             try:
                 record = self._run_one(case, pin_env(case, gpu))
             except BaseException as exc:  # noqa: BLE001 - a slot must never die silently
-                record = Record.failure(case, "crashed", type(exc).__name__, str(exc))
+                record = Record.failure(case, "crashed", type(exc).__name__, f"GPU {gpu}: {exc}")
+            end = self._clock() - self._t0
             record.worker["gpu"] = gpu
+            record.worker["gpu_pool"] = {
+                "pool": self.token, "gpus": self._gpus, "queue_position": position,
+                "expected_s": None if expected is None else round(expected, 3), "expected_from": source,
+                "one_gpu_s": self._reference.get(case.case_id),
+                "start_s": round(start, 6), "end_s": round(end, 6),
+            }
             with self._cond:
+                if self._cancelled:
+                    return  # finished after the stop (killed): not a result
                 self._done[case.case_id] = record
+                self._finished.append(case.case_id)
                 self._cond.notify_all()
 
+    def _alive(self) -> bool:
+        return any(t.is_alive() for t in self.threads)
+
+    def as_completed(self, cases: Sequence[Case], poll_s: float = 1.0) -> Iterator[Case]:
+        """`cases` that the pool does not run first (plan order: a resumed run's journaled
+        ones), then the pool's cases in the order they finish. Timed waits keep Ctrl-C
+        responsive in the main thread."""
+        by_id = {c.case_id: c for c in cases}
+        yield from (c for c in cases if c.case_id not in self._ids)
+        for _ in range(sum(1 for c in cases if c.case_id in self._ids)):
+            with self._cond:
+                while not self._finished:
+                    if not self._alive():
+                        raise RuntimeError("GPU pool stopped before every case ran")
+                    self._cond.wait(timeout=poll_s)
+                case_id = self._finished.popleft()
+            yield by_id[case_id]
+
     def result(self, case: Case, poll_s: float = 1.0) -> Record:
-        """Wait for `case` (timed waits keep Ctrl-C responsive in the main thread)."""
+        """Wait for `case` and take its record."""
         with self._cond:
             while case.case_id not in self._done:
-                if not any(t.is_alive() for t in self._threads):
+                if not self._alive():
                     raise RuntimeError(f"GPU pool stopped before {case.case_id} ran")
                 self._cond.wait(timeout=poll_s)
+            if case.case_id in self._finished:
+                self._finished.remove(case.case_id)
             return self._done.pop(case.case_id)
 
-    def cancel(self) -> None:
-        self._cancelled = True
+    def finished_untaken(self) -> int:
+        """How many cases have finished and wait to be taken (tests place a stop signal by it)."""
+        with self._cond:
+            return len(self._finished)
+
+    def cancel(self) -> list[Record]:
+        """Stop taking cases; the records that finished but were not taken yet (keep them:
+        they are measured), in completion order."""
+        with self._cond:
+            self._cancelled = True
+            left = [self._done.pop(cid) for cid in self._finished if cid in self._done]
+            self._finished.clear()
+            self._cond.notify_all()
+        return left
 
 
-def start_pool(cases: Sequence[Case], run_one: RunOne, gpus: Sequence[int], out_dir: str) -> GpuPool | None:
-    """Runner entry: a pool for `--gpus`, None to run cases one by one as usual."""
+def in_plan_order(records: Sequence[Record], cases: Sequence[Case]) -> list[Record]:
+    """The pool finishes cases out of order; the run file lists them as planned."""
+    position = {c.case_id: i for i, c in enumerate(cases)}
+    return sorted(records, key=lambda r: position.get(r.case_id, len(position)))
+
+
+def start_pool(cases: Sequence[Case], run_one: RunOne, gpus: Sequence[int], out_dir: str,
+               costs_source: str | None = None) -> GpuPool | None:
+    """Runner entry: a pool for `--gpus`, None to run cases one by one as usual. The queue's
+    costs come from `costs_source` (a history .sqlite, the --shard-costs of the run; 'none':
+    no history) or OUT/history.sqlite."""
     if not gpus:
         return None
-    from pathlib import Path
-
     from harness.run.shard import history_costs
 
-    costs = history_costs(Path(out_dir) / "history.sqlite", [c.case_id for c in cases])
-    return GpuPool(cases, run_one, gpus, costs)
+    ids = [c.case_id for c in cases]
+    db = Path(costs_source) if costs_source and costs_source != "none" else Path(out_dir) / "history.sqlite"
+    costs = {} if costs_source == "none" else history_costs(db, ids)
+    reference = history_costs(Path(out_dir) / "history.sqlite", ids, pooled=False)
+    return GpuPool(cases, run_one, gpus, costs, reference=reference)
+
+
+def _segments(records: Sequence[Record]) -> dict[str, list[tuple[Record, dict[str, Any]]]]:
+    out: dict[str, list[tuple[Record, dict[str, Any]]]] = {}
+    for record in records:
+        slot = (record.worker or {}).get("gpu_pool")
+        if isinstance(slot, dict):
+            out.setdefault(str(slot.get("pool")), []).append((record, slot))
+    return out
+
+
+def scaling_efficiency(serial_s: float, n_gpus: int, wall_s: float) -> float | None:
+    """(serial seconds / GPUs) / wall seconds: 1.0 is linear, 0.85 is 85% of linear."""
+    if wall_s <= 0 or n_gpus < 1:
+        return None
+    return serial_s / n_gpus / wall_s
+
+
+def pool_summary(records: Sequence[Record]) -> dict[str, Any] | None:
+    """`config.multi_gpu` from the records' `worker.gpu_pool` stamps (None: no pooled record).
+
+    A run resumed after an interruption has one pool per call (segment); their walls and
+    busy times add up. Per GPU: busy = seconds it ran cases, idle = pool wall - busy, busy
+    share = busy / wall, overhead = busy - its cases' worker walls (the GPU's fork server
+    import on its first case, worker start-up, record handling). Scaling efficiency (EFFICIENCY_DEFINITION) is given against two
+    one-GPU figures for the same cases: the history store's median wall of each case
+    measured one worker at a time (`vs_history`, only when the store knows every case: it
+    includes what running 8 at once costs each case, host contention), and this run's own
+    per-case walls (`vs_own_walls`: what the scheduler lost to idle GPUs alone)."""
+    segments = _segments(records)
+    if not segments:
+        return None
+    wall = 0.0
+    busy: dict[int, float] = {}
+    worker: dict[int, float] = {}  # the cases' own worker walls, per GPU
+    cases: dict[int, int] = {}
+    walls_sum, history_sum, history_known = 0.0, 0.0, 0
+    n_cases = 0
+    sources: dict[str, int] = {}
+    for items in segments.values():
+        gpus = [int(g) for g in items[0][1].get("gpus") or []]
+        for g in gpus:
+            busy.setdefault(g, 0.0)
+            cases.setdefault(g, 0)
+        wall += max(float(slot["end_s"]) for _, slot in items)
+        for record, slot in items:
+            gpu = int(record.worker.get("gpu", -1))
+            busy[gpu] = busy.get(gpu, 0.0) + float(slot["end_s"]) - float(slot["start_s"])
+            cases[gpu] = cases.get(gpu, 0) + 1
+            worker[gpu] = worker.get(gpu, 0.0) + float(record.worker.get("wall_s") or 0.0)
+            walls_sum += float(record.worker.get("wall_s") or 0.0)
+            if slot.get("one_gpu_s") is not None:
+                history_sum += float(slot["one_gpu_s"])
+                history_known += 1
+            sources[str(slot.get("expected_from"))] = sources.get(str(slot.get("expected_from")), 0) + 1
+            n_cases += 1
+    n_gpus = len(busy)
+    per_gpu = [{"gpu": g, "cases": cases[g], "busy_s": round(busy[g], 3), "idle_s": round(max(wall - busy[g], 0.0), 3),
+                "busy_share": round(busy[g] / wall, 4) if wall > 0 else None,
+                # busy beyond the cases' worker walls: the GPU's fork server start, worker start-up, record handling
+                "overhead_s": round(max(busy[g] - worker.get(g, 0.0), 0.0), 3)} for g in sorted(busy)]
+    shares = [p["busy_share"] for p in per_gpu if p["busy_share"] is not None]
+    own = scaling_efficiency(walls_sum, n_gpus, wall)
+    vs_history = scaling_efficiency(history_sum, n_gpus, wall) if history_known == n_cases else None
+    return {
+        "gpus": sorted(busy), "n_gpus": n_gpus, "cases": n_cases, "segments": len(segments),
+        "wall_s": round(wall, 3), "per_gpu": per_gpu,
+        "busy_share_mean": round(statistics.fmean(shares), 4) if shares else None,
+        "busy_share_min": round(min(shares), 4) if shares else None,
+        "order": {"method": "longest expected first, each GPU pulls the next case when free",
+                  "expected_from": sources},
+        "scaling": {
+            "definition": EFFICIENCY_DEFINITION,
+            "vs_own_walls": {"one_gpu_s": round(walls_sum, 3), "efficiency": _round(own),
+                             "speedup": _round(walls_sum / wall if wall > 0 else None),
+                             "source": "this run's per-case worker walls (record.worker.wall_s), summed"},
+            "vs_history": {"one_gpu_s": round(history_sum, 3) if vs_history is not None else None,
+                           "efficiency": _round(vs_history),
+                           "speedup": _round(history_sum / wall if vs_history is not None and wall > 0 else None),
+                           "cases_known": history_known,
+                           "source": "history store: median worker wall per case over records run one at a time "
+                                     "(no --gpus pool)" + ("" if vs_history is not None else
+                                                           f"; only {history_known}/{n_cases} cases known: not given")},
+        },
+    }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)

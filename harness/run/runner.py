@@ -469,6 +469,9 @@ def _execute(opts: RunOptions, progress: ProgressFn | None, environment: dict[st
     from harness.run.shard import apply_shard
 
     cases, shard_info = apply_shard(cases, opts.shard, opts.shard_costs, Path(opts.out_dir) / "history.sqlite")
+    from harness.run.multigpu import check_cases
+
+    check_cases(cases, opts.gpus)  # --gpus: before the journal exists, a plan that cannot run is one line
     policy = {**StopPolicy().to_dict(), **suite_policy, **opts.policy}
     from suites import SUITES
 
@@ -549,7 +552,7 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
     worker is spawned, a record is journaled or the run file is written, as soon as that
     step ends, so a finished case is never lost."""
     from harness.measure.devices import parse_device
-    from harness.run.multigpu import start_pool
+    from harness.run.multigpu import in_plan_order, start_pool
 
     done = done or {}
     policy, timeout = run.config["policy"], run.config["timeout_s"]
@@ -570,8 +573,10 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
         with deferred():  # created and guarded as one step: an interrupted run always gets its run file
             journal = open_journal()
         isa_cache.mkdir(parents=True, exist_ok=True)
-        pool = start_pool([c for c in cases if c.case_id not in done], run_one, opts.gpus, opts.out_dir)
-        for i, case in enumerate(cases):
+        pool = start_pool([c for c in cases if c.case_id not in done], run_one, opts.gpus, opts.out_dir,
+                          opts.shard_costs)
+        # --gpus: cases come back as they finish (journaled at once), the run file lists them in plan order
+        for i, case in enumerate(pool.as_completed(cases) if pool else cases):
             if case.case_id in done:  # finished before an interruption: kept as journaled
                 run.records.append(done[case.case_id])
                 continue
@@ -591,10 +596,14 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
                 run.records.append(record)
             if progress:
                 progress("done", case, i, len(cases), record)
+        if pool:
+            run.records = in_plan_order(run.records, cases)
     except KeyboardInterrupt:
         with deferred():  # a second Ctrl-C must not cut the save of the first one short
             if pool:
-                pool.cancel()
+                for finished in pool.cancel():  # done on another GPU, not journaled yet: measured, keep it
+                    if journal is not None:
+                        journal.append(finished)
                 kill_live_workers()
             if journal is not None:
                 run.config["interrupted"] = True
@@ -614,6 +623,10 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
 
 def _finish(run: Run, opts: RunOptions, started: float) -> None:
     run.config["wall_s"] = round(time.monotonic() - started, 3)
+    if opts.gpus:  # per-GPU busy/idle and scaling efficiency, from the records' pool stamps (multigpu.py)
+        from harness.run.multigpu import pool_summary
+
+        run.config["multi_gpu"] = pool_summary(run.records)
     pool = open_pool()
     if pool is not None and isinstance(run.config.get("worker_start"), dict):
         run.config["worker_start"]["servers"] = pool.describe()

@@ -136,18 +136,30 @@ def partition(case_ids: Sequence[str], count: int, costs: Mapping[str, float] | 
         raise ShardError("shard count must be at least 1")
     ids = sorted(set(case_ids))
     shards: list[list[str]] = [[] for _ in range(count)]
-    known = {k: float(v) for k, v in (costs or {}).items() if k in set(ids) and v is not None and v >= 0}
-    if not known:
+    expected, default = expected_costs(ids, costs)
+    if default is None:
         for i, cid in enumerate(ids):
             shards[i % count].append(cid)
         return shards
-    default = statistics.median(known.values())
     loads = [0.0] * count
-    for cid in sorted(ids, key=lambda c: (-known.get(c, default), c)):
+    for cid in sorted(ids, key=lambda c: (-expected[c], c)):
         target = min(range(count), key=lambda s: (loads[s], s))
         shards[target].append(cid)
-        loads[target] += known.get(cid, default)
+        loads[target] += expected[cid]
     return shards
+
+
+def expected_costs(case_ids: Sequence[str], costs: Mapping[str, float] | None) -> tuple[dict[str, float], float | None]:
+    """Every case's expected cost, the one rule for a case the history does not know (shards and
+    the --gpus queue both use it): its own median if known, else the median of the known ones
+    (a new case is assumed typical). Returns (table, the median used); ({}, None) when no case
+    of `case_ids` is known."""
+    wanted = set(case_ids)
+    known = {k: float(v) for k, v in (costs or {}).items() if k in wanted and v is not None and v >= 0}
+    if not known:
+        return {}, None
+    default = statistics.median(known.values())
+    return {c: known.get(c, default) for c in case_ids}, default
 
 
 def select_shard(cases: Sequence[Case], shard: ShardSpec, costs: Mapping[str, float] | None = None) -> list[Case]:
@@ -156,9 +168,12 @@ def select_shard(cases: Sequence[Case], shard: ShardSpec, costs: Mapping[str, fl
     return [c for c in cases if c.case_id in mine]
 
 
-def history_costs(db_path: str | Path, case_ids: Sequence[str] | None = None) -> dict[str, float]:
+def history_costs(db_path: str | Path, case_ids: Sequence[str] | None = None, *,
+                  pooled: bool = True) -> dict[str, float]:
     """Median worker wall seconds per case id from a history store (empty when the file
-    does not exist or holds no timings). Read-only: sharding never writes the store."""
+    does not exist or holds no timings). Read-only: sharding never writes the store.
+    `pooled=False` leaves out records measured in a `--gpus` pool (record.worker.gpu set),
+    the one-worker-at-a-time reference that multi-GPU scaling is measured against."""
     path = Path(db_path)
     if not path.is_file():
         return {}
@@ -170,6 +185,7 @@ def history_costs(db_path: str | Path, case_ids: Sequence[str] | None = None) ->
         rows = conn.execute(
             "SELECT case_id, json_extract(record_json, '$.worker.wall_s') FROM records "
             "WHERE json_extract(record_json, '$.worker.wall_s') IS NOT NULL"
+            + ("" if pooled else " AND json_extract(record_json, '$.worker.gpu') IS NULL")
         ).fetchall()
     except sqlite3.Error as exc:
         raise ShardError(f"{path}: cannot read case costs from this history store ({exc}); "
