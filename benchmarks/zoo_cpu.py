@@ -69,7 +69,8 @@ def skip_reason(record: dict[str, Any]) -> str:
 
 def failure_kind(record: dict[str, Any]) -> str:
     error = record.get("error") or {}
-    return f"{error.get('type', '?')}: {error.get('message', '')[:90]}"
+    message = " ".join(error.get("message", "").split())  # one line: validators' messages span several
+    return f"{error.get('type', '?')}: {message[:110]}"
 
 
 def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -90,8 +90,8 @@ HEAD_DIM_KEYS = ("head_dim", "d_kv", "kv_channels", "attention_head_size")
 FFN_KEYS = ("intermediate_size", "ffn_dim", "d_ff", "n_inner", "encoder_ffn_dim", "decoder_ffn_dim",
             "ffn_hidden_size", "hidden_dim", "dim_feedforward", "inner_hidden_size")
 EXPERT_FFN_KEYS = ("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size",
-                   "moe_ffn_hidden_size")
-EXPERT_KEYS = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts")
+                   "moe_ffn_hidden_size", "expert_ffn_hidden_size")
+EXPERT_KEYS = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts", "zero_expert_num")
 EXPERTS_PER_TOKEN_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_topk", "moe_k", "num_selected_experts")
 SHARED_EXPERT_KEYS = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
 # linear-attention (gated delta net) blocks: value heads a multiple of key heads
@@ -599,8 +599,11 @@ def build_entry(entry: ZooEntry, ctx: WorkloadContext) -> Built:
     if ctx.size == "full":
         check_fits(cls, config, ctx, entry)
     seq_len = zoo_seq_len(ctx, config)
-    with torch.device(ctx.device):
-        model = cls._from_config(config, dtype=ctx.dtype)
+    try:
+        with torch.device(ctx.device):
+            model = cls._from_config(config, dtype=ctx.dtype)
+    except ImportError as exc:  # a sub-module's backend (gemma3n's vision tower needs timm)
+        raise ZooSkip("missing_dependency", f"{entry.class_name}: {root_message(exc)}") from exc
     if entry.model_type in POST_BUILD:
         POST_BUILD[entry.model_type](model)
     inputs = make_inputs(entry, config, ctx, seq_len)

@@ -234,3 +234,19 @@ def test_zoo_options_are_declared_for_the_runner_check():
     check_options(WORKLOADS["diffusers-flux-dev"], {"resolution": 512})
     with pytest.raises(UnknownOptionError, match="its options: seq_len"):
         check_options(WORKLOADS["zoo-gpt2-causal"], {"resolution": 512})
+
+
+def test_an_import_error_while_building_is_a_missing_dependency_skip(monkeypatch):
+    class NeedsTimm:
+        config_class = None
+
+        def forward(self, input_ids=None):
+            raise AssertionError("never built")
+
+        @classmethod
+        def _from_config(cls, config, dtype=None):
+            raise ImportError("TimmWrapperModel requires the timm library")
+
+    monkeypatch.setattr(tz, "model_class", lambda e: NeedsTimm)
+    with pytest.raises(tz.ZooSkip, match="missing_dependency: LlamaForCausalLM: ImportError: TimmWrapperModel"):
+        WORKLOADS["zoo-llama-causal"].build(ctx())
