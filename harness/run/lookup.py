@@ -95,8 +95,8 @@ def find_run(ref: str, out_dir: str | Path = "results", db: str | Path | None = 
     if len(prefixed) > 1:
         raise RunLookupError(f"{ref}: {len(prefixed)} runs start with this ({prefixed[0].run_id}, "
                              f"{prefixed[1].run_id}, ...); give more of the run id")
-    raise RunLookupError(f"{ref}: no such run file or run id in {where}; pass a path, a run id from "
-                         "`compilebench show`, or latest / latest~N")
+    raise RunLookupError(f"{ref}: no such run file or run id in {where}; pass a path, a run id (or its start), "
+                         "or latest / latest~N[:suite=X,label=Y]")
 
 
 def list_runs(out_dir: str | Path = "results", db: str | Path | None = None, *,
