@@ -38,7 +38,8 @@ from typing import Any
 CONTENTION_KEY = "contention"  # where the worker stores the block in record.metrics
 # Above this share of the case's threads waiting for a core, the timings measure the queue.
 # Fair sharing puts 2 threads on 2 cores at ~0 alone, ~1/3 next to one busy loop, ~1/2 next
-# to two; measured figures in docs/GATING.md ("Contention", benchmarks/contention_aa.py).
+# to two. Measured on the 2-core dev box, quiet: 0.001-0.006 alone, 0.50 next to two busy
+# loops, 0.67 next to four (docs/GATING.md "Contention", benchmarks/contention_aa.py).
 DEFAULT_THRESHOLD = 0.15
 TASK_DIR = Path("/proc/self/task")
 
