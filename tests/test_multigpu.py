@@ -257,6 +257,12 @@ def test_ctrl_c_keeps_cases_finished_on_every_gpu(monkeypatch, tmp_path):
     assert [r.case.batch_size for r in saved.records] == [1, 2] and all(r.status == "ok" for r in saved.records)
     assert sorted(read_journal(journal_path(tmp_path, saved.run_id)).records) == sorted(r.case_id for r in saved.records)
     assert saved.config["multi_gpu"]["cases"] == 2 and saved.config["multi_gpu"]["n_gpus"] == 2
+    # --resume runs the third case in a second pool; the summary adds both segments up
+    assert main(["run", "--resume", saved.run_id, "--out", str(tmp_path)]) == 0
+    resumed = load_run(tmp_path / "runs" / f"{saved.run_id}.json")
+    assert [r.case.batch_size for r in resumed.records] == [1, 2, 3]
+    summary = resumed.config["multi_gpu"]
+    assert summary["segments"] == 2 and summary["cases"] == 3 and len(pools) == 2
 
 
 def test_real_run_on_two_fake_gpus(monkeypatch, tmp_path, capsys):
