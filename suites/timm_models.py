@@ -210,5 +210,6 @@ register_suite(Suite(
     "forward and train step, eager vs inductor",
     entries=(SuiteEntry(workloads=workload_names(), compilers=("eager", "inductor"), devices=("cpu",),
                         sizes=("tiny",), batch_sizes=(TINY_BATCH,)),),
-    policy=TIMM_TINY_POLICY, timeout_s=300.0, max_memory_gb=TINY_MEMORY_GB,
+    policy=TIMM_TINY_POLICY, max_memory_gb=TINY_MEMORY_GB,
+    timeout_s=900.0,  # timm models keep their full width: mobilenetv2_100 train compile ran past 300 s on a loaded 2-core CPU
 ))
