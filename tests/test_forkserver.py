@@ -185,3 +185,38 @@ def test_a_forked_case_keeps_its_isolation(tmp_path, monkeypatch):
     assert by["fs-segfault"].worker["returncode"] == -11
     assert by["fs-hang"].status == "timeout"
     assert time.monotonic() - started < 120
+
+
+def test_only_the_runner_starts_worker_processes():
+    """One isolation path: no module but run/runner.py (launch) and run/forkserver.py (the
+    server) starts a `-m harness...` process; torchrun's launcher (distributed) is its own road."""
+    import re
+
+    allowed = {"harness/run/runner.py", "harness/run/forkserver.py", "harness/run/distributed.py"}
+    starts = re.compile(r"""["']-m["'],\s*["']harness\.""")  # an argv list that runs a harness module
+    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "harness").rglob("*.py")
+                 if str(p.relative_to(ROOT)) not in allowed and starts.search(p.read_text())]
+    assert offenders == []
+
+
+@pytest.mark.slow
+def test_sweep_and_coldstart_go_through_the_one_launch(tmp_path, monkeypatch):
+    from harness.experiments.lifecycle import ColdStartOptions, coldstart
+    from harness.experiments.shapes import SweepOptions, sweep
+
+    seen = []
+    real = runner.launch
+
+    def counting(spec, *args, **kwargs):
+        seen.append(spec.task)
+        return real(spec, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "launch", counting)
+    swept = sweep(SweepOptions(workload="mlp-classic", batch_sizes=(2, 4), policies=("dynamic",), steady_calls=2))
+    (policy,) = swept["policies"]
+    assert policy["status"] == "ok" and policy["recompiles"] == 0 and policy["worker"]["start"] == "preloaded"
+    cold = coldstart(ColdStartOptions(workload="mlp-classic", rows=("jit_cold",), steady_calls=3,
+                                      workdir=str(tmp_path / "cs")))
+    (row,) = cold["rows"]
+    assert row["status"] == "ok" and row["import_s"] > 0.05  # spawned: the imports are part of a cold start
+    assert seen == ["harness.experiments.shapes:run_policy_task", "harness.experiments.lifecycle:run_step_task"]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.measure.spec import WorkerSpec
 from harness.model.schema import Case, Record, RunFileError, load_run
 from harness.run import runner
 from harness.run.journal import Journal, ResumeError, journal_path, read_journal
@@ -35,12 +36,12 @@ class FakeWorker:
         self.calls: list[str] = []
         self.interrupt_at = interrupt_at
 
-    def __call__(self, case: Case, spec: dict, timeout_s: float, **kwargs) -> Record:
+    def __call__(self, case: Case, spec: WorkerSpec, timeout_s: float, **kwargs) -> Record:
         if self.interrupt_at is not None and len(self.calls) + 1 == self.interrupt_at:
             raise KeyboardInterrupt
         self.calls.append(case.case_id)
         status = "fail_run" if case.workload == "mlp-deep" and case.compiler == "eager" else "ok"
-        return Record(case, status, metrics={"latency_s": len(case.case_id) / 1000.0, "spec_keys": sorted(spec)},
+        return Record(case, status, metrics={"latency_s": len(case.case_id) / 1000.0, "spec_keys": sorted(spec.to_dict())},
                       error={"type": "X", "message": "m", "traceback": "", "phase": "build"} if status != "ok" else None)
 
 

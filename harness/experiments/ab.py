@@ -27,12 +27,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.measure.timing import StopPolicy
 from harness.model.schema import Case, Record, Run, RunFileError, save_run
+from harness.run.forkserver import preloaded_workers
 from harness.run.runner import (
     PROJECT_ROOT,
     RunOptions,
@@ -146,6 +148,8 @@ def run_ab(opts: AbOptions, progress: AbProgress | None = None,
     total = 2 * len(cases) * opts.rounds  # an upper bound once cases may stop early
     step = 0
     started = time.monotonic()
+    servers = ExitStack()  # preloaded workers for the sides that run this interpreter (harness/run/forkserver.py)
+    servers.enter_context(preloaded_workers(opts.run.preload))
     try:
         for r in range(opts.rounds):
             if not active:
@@ -171,6 +175,7 @@ def run_ab(opts: AbOptions, progress: AbProgress | None = None,
                 run.config["wall_s"] = wall
                 run.config["ab"].update(rounds_run=len(runs[side]), stopped=stopped, adaptive=opts.stop_design)
                 save_run(run, folder / side / f"round-{r:02d}.json")
+        servers.close()
     return runs["base"], runs["head"], folder
 
 

@@ -1,7 +1,8 @@
 """The compile lifecycle: how long a fresh process takes to its first correct result.
 
-Each row of the cold-start table is one fresh process (`python -m harness.experiments.lifecycle STEP.json
-OUT.json`), and the parent chooses which Inductor cache directory it sees:
+Each row of the cold-start table is one fresh process (a worker task, `run_step_task`, started
+through the one isolation path, harness.run.runner.run_task; spawned, never preloaded, since a
+cold start includes the imports), and the parent chooses which Inductor cache directory it sees:
 
 - jit_cold:   torch.compile, empty cache dir A (also saves the Mega-Cache artifacts)
 - jit_warm:   torch.compile again, fresh process on the populated cache dir A
@@ -33,10 +34,7 @@ _PROCESS_START = time.perf_counter()  # before `import torch`: import time is pa
 
 import functools  # noqa: E402
 import hashlib  # noqa: E402
-import json  # noqa: E402
 import signal  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
@@ -44,8 +42,6 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from harness.measure.compile_metrics import layers_hit  # noqa: E402
-from harness.model.jsonfile import json_safe  # noqa: E402
-from harness.model.schema import write_json_atomic  # noqa: E402
 
 ROWS = ("jit_cold", "jit_warm", "mega_cache", "aot_compile", "aot_compile_warm", "aoti")
 ROW_LABELS = {
@@ -302,10 +298,15 @@ def _record_artifact(result: dict[str, Any], artifact: Path | None) -> None:
         result["artifact_sha256"] = sha256_of(artifact)
 
 
-def child_main(argv: Sequence[str]) -> int:
-    step = json.loads(Path(argv[0]).read_text())
-    write_json_atomic(argv[1], json_safe(run_step(step)))
-    return 0
+def run_step_task(step: dict[str, Any]) -> dict[str, Any]:
+    """The worker task (harness/measure/spec.py) of one row or build. `process_to_ready_s`
+    counts from the worker interpreter's start (harness.run.isolation.PROCESS_START): the
+    rows run spawned, never preloaded, because a cold start includes the imports."""
+    global _PROCESS_START
+    from harness.run.isolation import PROCESS_START
+
+    _PROCESS_START = PROCESS_START
+    return run_step(step)
 
 
 # ---------------------------------------------------------------------------- parent side
@@ -313,26 +314,23 @@ def child_main(argv: Sequence[str]) -> int:
 
 def _spawn(step: dict[str, Any], workdir: Path, cache_dir: Path, timeout_s: float,
            extra_env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run one step in a fresh process on `cache_dir`; a crash or timeout is a result too."""
-    from harness.run.runner import PROJECT_ROOT, worker_env
+    """Run one step in a fresh process on `cache_dir` through the one worker path
+    (harness.run.runner.run_task); a crash or timeout is a result too."""
+    from harness.measure.spec import WorkerSpec
+    from harness.run.runner import run_task
 
     name = step["row"] + ("-build" if step["kind"].endswith("_build") else "")
-    spec_path, out_path = workdir / f"{name}.json", workdir / f"{name}.out.json"
-    spec_path.write_text(json.dumps(step))
-    env = {**worker_env(cache_dir), **(extra_env or {})}
-    started = time.perf_counter()
+    spec = WorkerSpec(task="harness.experiments.lifecycle:run_step_task", payload=step, preload=False,
+                      isa_cache_dir=step.get("isa_cache_dir"))
     # faulthandler: a native crash (SIGSEGV in a compiled artifact) still prints the Python
     # stack it happened under, which lands in the row's error
-    env.setdefault("PYTHONFAULTHANDLER", "1")
-    try:
-        proc = subprocess.run([sys.executable, "-m", "harness.experiments.lifecycle", str(spec_path), str(out_path)],
-                              env=env, cwd=str(PROJECT_ROOT), capture_output=True, timeout=timeout_s, text=True)
-        rc, stderr = proc.returncode, proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        rc, stderr = None, f"timed out after {timeout_s:g}s: {exc}"
-    wall = time.perf_counter() - started
-    result = json.loads(out_path.read_text()) if out_path.exists() else row_without_result(step, rc, stderr, timeout_s)
-    result["process_wall_s"] = wall
+    env = {"PYTHONFAULTHANDLER": "1", **(extra_env or {})}
+    outcome = run_task(spec, timeout_s, cache_dir, workdir=workdir, extra_env=env, name=name)
+    result = outcome.result()
+    if result is None:
+        rc = None if outcome.timed_out else outcome.returncode
+        result = row_without_result(step, rc, outcome.logs.get("stderr", ""), timeout_s)
+    result["process_wall_s"] = outcome.wall_s
     return result
 
 
@@ -522,5 +520,3 @@ def _fmt(value: float | None, scale: float = 1.0) -> str:
     return "-" if value is None else f"{value * scale:.3f}"
 
 
-if __name__ == "__main__":
-    sys.exit(child_main(sys.argv[1:]))

@@ -8,22 +8,18 @@ on a sequence of batch sizes, then optionally on another dtype and another devic
 guard-failure reasons, total compile time across the sweep, first-call and steady latency
 per shape, and whether `recompile_limit` was hit (Dynamo then silently runs eager).
 
-Run as `python -m harness.experiments.shapes STEP.json OUT.json` (child) or through `compilebench sweep`.
+Each policy is a worker task (`run_policy_task`) through the one isolation path
+(harness.run.runner.run_task), from a preloaded worker when one is open; `compilebench sweep`.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from harness.model.schema import write_json_atomic
 
 POLICIES: dict[str, bool | None] = {"static": False, "automatic": None, "dynamic": True, "mark_dynamic": None}
 LIMIT_LOGGER = "torch._dynamo.convert_frame"
@@ -163,25 +159,23 @@ def run_policy(step: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def child_main(argv: Sequence[str]) -> int:
-    from harness.model.jsonfile import json_safe
-
-    step = json.loads(Path(argv[0]).read_text())
+def run_policy_task(step: dict[str, Any]) -> dict[str, Any]:
+    """The worker task (harness/measure/spec.py) of one policy: a failed policy is a result, not a crash."""
     try:
-        result = run_policy(step)
+        return run_policy(step)
     except Exception as exc:  # noqa: BLE001 - a failed policy is a result, not a crash
         import traceback
 
-        result = {"policy": step["policy"], "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:2000],
-                  "traceback": traceback.format_exc()[-8000:]}
-    write_json_atomic(argv[1], json_safe(result))
-    return 0
+        return {"policy": step["policy"], "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:2000],
+                "traceback": traceback.format_exc()[-8000:]}
 
 
 def sweep(opts: SweepOptions) -> dict[str, Any]:
     """Every policy in its own fresh process (own empty Inductor cache)."""
+    from harness.measure.spec import WorkerSpec
     from harness.model.workloads import get_workload
-    from harness.run.runner import PROJECT_ROOT, load_registries, worker_env, workload_modules
+    from harness.run.forkserver import preloaded_workers
+    from harness.run.runner import load_registries, run_task, workload_modules
 
     load_registries(opts.workload_files)
     get_workload(opts.workload)
@@ -196,19 +190,19 @@ def sweep(opts: SweepOptions) -> dict[str, Any]:
             "recompile_limit": opts.recompile_limit, "steady_calls": opts.steady_calls,
             "workload_modules": workload_modules(), "workload_files": [str(Path(p).resolve()) for p in opts.workload_files]}
     results = []
-    with tempfile.TemporaryDirectory(prefix="cb-sweep-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="cb-sweep-") as tmp, preloaded_workers():
         for policy in opts.policies:
-            spec, out = Path(tmp) / f"{policy}.json", Path(tmp) / f"{policy}.out.json"
-            spec.write_text(json.dumps({**base, "policy": policy}))
-            try:
-                proc = subprocess.run([sys.executable, "-m", "harness.experiments.shapes", str(spec), str(out)], capture_output=True,
-                                      text=True, env=worker_env(Path(tmp) / f"cache-{policy}"), cwd=str(PROJECT_ROOT),
-                                      timeout=opts.timeout_s)
-                stderr = proc.stderr
-            except subprocess.TimeoutExpired:
-                stderr = f"timed out after {opts.timeout_s:g}s"
-            results.append(json.loads(out.read_text()) if out.exists() else
-                           {"policy": policy, "status": "crashed", "error": stderr[-2000:]})
+            # the one worker path (harness.run.runner.run_task): new session, killpg on timeout,
+            # escaped-child sweep, a preloaded worker when one is open; each policy its own cold cache
+            spec = WorkerSpec(task="harness.experiments.shapes:run_policy_task", payload={**base, "policy": policy})
+            outcome = run_task(spec, opts.timeout_s, Path(tmp) / f"cache-{policy}", workdir=Path(tmp), name=policy)
+            result = outcome.result()
+            if result is None:
+                why = f"timed out after {opts.timeout_s:g}s" if outcome.timed_out else \
+                    f"worker exited with code {outcome.returncode}: {outcome.logs.get('stderr', '')[-2000:]}"
+                result = {"policy": policy, "status": "timeout" if outcome.timed_out else "crashed", "error": why}
+            result["worker"] = {"wall_s": round(outcome.wall_s, 3), **outcome.start}
+            results.append(result)
     return {"config": base, "policies": results}
 
 
@@ -230,5 +224,3 @@ def sweep_table(result: dict[str, Any]) -> Any:
     return t
 
 
-if __name__ == "__main__":
-    sys.exit(child_main(sys.argv[1:]))

@@ -25,6 +25,7 @@ from typing import Any
 from compiler import CompilerConfig
 from harness.measure.contention import CONTENTION_KEY, ContentionMeter
 from harness.measure.probe import DEFAULT_BUDGET, PROBE_KEY, ProbeSchedule, make_probe
+from harness.measure.spec import CASE_TASK, WorkerSpec, task_function
 from harness.measure.timing import (
     Clock,
     EventTimer,
@@ -54,7 +55,7 @@ class CaseState:
     and adds its own results (to the fields below or to `state.record`). To add a phase,
     write such a function and give it a row in PHASES; a new field here carries its data."""
 
-    spec: dict[str, Any]
+    spec: WorkerSpec
     clock: Clock
     record: Record
     phase: str = "setup"
@@ -90,7 +91,7 @@ class CaseState:
     @property
     def compile_only(self) -> bool:
         """The runner's second process for --warm-compile: the compile is all it measures."""
-        return self.spec.get("mode") == "warm_compile"
+        return self.spec.compile_only
 
     def enter(self, name: str) -> None:
         """Close the current phase's wall time and open `name`: where a slow case spent
@@ -229,8 +230,10 @@ def setup(state: CaseState) -> None:
     from harness.model.workloads import get_workload
 
     spec, case = state.spec, state.case
-    state.compiler = compiler = CompilerConfig.from_dict(spec["compiler"])
-    state.policy = StopPolicy(**spec.get("policy", {}))
+    if spec.compiler is None:
+        raise ValueError("a case spec without a compiler config")
+    state.compiler = compiler = spec.compiler
+    state.policy = StopPolicy(**spec.policy)
     state.device = device = parse_device(case.device)
     avail = device.availability()
     if not avail.available:
@@ -247,7 +250,7 @@ def setup(state: CaseState) -> None:
         import torch._inductor.compile_fx  # noqa: F401
     from harness.model.workloads import import_workloads
 
-    import_workloads(spec)
+    import_workloads({"workload_modules": spec.workload_modules, "workload_files": spec.workload_files})
     state.workload = wl = get_workload(case.workload)
     state.scenario_fn = get_scenario(case.scenario)
     if case.size not in wl.sizes:
@@ -259,7 +262,7 @@ def setup(state: CaseState) -> None:
 def isa_probe(state: CaseState) -> None:
     """Inductor's CPU ISA probe, before any clock that counts (see probe_cpu_isa)."""
     if state.device.type == "cpu" and state.compiler.backend == "inductor":
-        probe = probe_cpu_isa(state.spec.get("isa_cache_dir"))
+        probe = probe_cpu_isa(state.spec.isa_cache_dir)
         state.record.metrics["isa_probe_s"] = probe["seconds"]
         state.record.metrics["cpu_vec_isa"] = probe["isa"]
         state.record.metrics["isa_probe_cached"] = probe["cached"]
@@ -272,7 +275,7 @@ def build(state: CaseState) -> None:
     from harness.model.workloads import WorkloadContext
 
     case = state.case
-    torch.manual_seed(int(state.spec.get("seed", 0)))
+    torch.manual_seed(int(state.spec.seed))
     ctx = WorkloadContext(
         device=state.device.torch_name,
         dtype=getattr(torch, case.dtype),
@@ -369,20 +372,20 @@ def case_threads(device: Any) -> int:
     return max(int(torch.get_num_threads()), 1) if device.type == "cpu" else 1
 
 
-def _start_probe(spec: dict[str, Any], device: Any, timer: Any, clock: Clock,
+def _start_probe(spec: WorkerSpec, device: Any, timer: Any, clock: Clock,
                  threads: int = 1) -> ProbeSchedule | str | None:
     """The machine-speed probe's schedule, kernels warmed up, on the case's `threads` (a
     one-thread probe misses a neighbour that oversubscribes a multi-thread case); None when
     switched off (spec "probe": false); "Type: message" when it could not start: the case
     still runs, and compare has no probe for it."""
-    if not spec.get("probe", True):
+    if not spec.probe:
         return None
     try:
         probe = make_probe(device.type, device.torch_name, timer, clock, threads=threads)
         cost_s = probe.warm_up()
     except Exception as exc:  # noqa: BLE001 - a probe failure is data, not a case failure
         return f"{type(exc).__name__}: {exc}"[:500]
-    return ProbeSchedule(probe, budget=float(spec.get("probe_budget", DEFAULT_BUDGET)), cost_s=cost_s)
+    return ProbeSchedule(probe, budget=float(DEFAULT_BUDGET if spec.probe_budget is None else spec.probe_budget), cost_s=cost_s)
 
 
 def memory(state: CaseState) -> None:
@@ -465,9 +468,13 @@ PHASES: tuple[Phase, ...] = (
 )
 
 
-def run_case(spec: dict[str, Any], clock: Clock = time.perf_counter_ns) -> Record:
-    """Measure one case in this process. Never raises for a case failure: returns a Record."""
-    record = Record(case=Case.from_dict(spec["case"]), status="ok", metrics={"phase_s": {}})
+def run_case(spec: WorkerSpec | dict[str, Any], clock: Clock = time.perf_counter_ns) -> Record:
+    """Measure one case in this process. Never raises for a case failure: returns a Record.
+    (A dict spec is read as WorkerSpec.from_dict: tests and older callers build dicts.)"""
+    spec = WorkerSpec.coerce(spec)
+    if spec.case is None:
+        raise ValueError("a case spec without a case")
+    record = Record(case=spec.case, status="ok", metrics={"phase_s": {}})
     state = CaseState(spec=spec, clock=clock, record=record, phase_started=clock())
     try:
         for phase in PHASES:
@@ -563,11 +570,16 @@ def _fill_derived_metrics(record: Record, prepared: Any, policy: StopPolicy) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The worker's entry: SPEC.json (a WorkerSpec) in, OUT.json out: a Record for the
+    `case` task, the task function's dict for any other (harness/measure/spec.py)."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
         print("usage: python -m harness.measure.worker SPEC.json OUT.json", file=sys.stderr)
         return 2
-    spec = json.loads(Path(argv[0]).read_text())
+    spec = WorkerSpec.read(argv[0])
+    if spec.task != CASE_TASK:
+        write_json_atomic(argv[1], json_safe(task_function(spec.task)(spec.payload)))
+        return 0
     record = run_case(spec)
     record.worker = {"pid": os.getpid(), "python": sys.executable}
     write_json_atomic(argv[1], json_safe(record.to_dict()))

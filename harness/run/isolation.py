@@ -22,13 +22,17 @@ code, which can deadlock when the parent has threads.
 
 from __future__ import annotations
 
-import json
-import os
-import secrets
-import signal
-import sys
-from pathlib import Path
-from typing import Any
+import time
+
+PROCESS_START = time.perf_counter()  # a spawned worker's start, before torch: a cold-start row counts its imports
+
+import json  # noqa: E402
+import os  # noqa: E402
+import secrets  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 TOKEN_ENV = "COMPILEBENCH_CASE_TOKEN"
 PARENT_ENV = "COMPILEBENCH_PARENT_PID"

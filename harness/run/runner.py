@@ -25,6 +25,7 @@ from typing import Any
 
 from compiler import get_compiler
 from harness.measure.environment import SHARED_CACHE_ENV, default_cache_root
+from harness.measure.spec import WorkerSpec
 from harness.measure.timing import StopPolicy
 from harness.model.errors import UserError
 from harness.model.schema import Case, Record, Run, save_run
@@ -246,20 +247,21 @@ def worker_env(cache_dir: Path) -> dict[str, str]:
     return env
 
 
-def run_worker(case: Case, spec: dict[str, Any], timeout_s: float, python: str = sys.executable,
+def run_worker(case: Case, spec: WorkerSpec | dict[str, Any], timeout_s: float, python: str = sys.executable,
                workdir: Path | None = None, extra_env: dict[str, str] | None = None,
                trace: TraceSettings | None = None) -> Record:
     """Run one case in a fresh process; every outcome (record, crash, timeout) is a Record.
 
     `trace`: write the case's TORCH_TRACE log (and tlparse HTML) under `trace.root`.
-    `spec["warm_compile"]`: after a good cold run, compile again in a fresh process on the
+    `spec.warm_compile`: after a good cold run, compile again in a fresh process on the
     same (now populated) Inductor cache and record that as the warm compile."""
+    spec = WorkerSpec.coerce(spec)
     tmp = Path(tempfile.mkdtemp(prefix="cb-case-", dir=workdir))
     cache_dir = tmp / "inductor-cache"
     trace_dir = trace.root / case_slug(case.case_id) if trace else None
     try:
         record = _run_process(case, spec, tmp, "cold", cache_dir, timeout_s, python, extra_env, trace_dir)
-        warm_compile = spec.get("warm_compile") and record.status == "ok" and record.compiled is not None
+        warm_compile = spec.warm_compile and record.status == "ok" and record.compiled is not None
         if not warm_compile and trace_dir is None:
             return record
         # The runner holds stop signals from here to the journal's fsync (its case loop runs
@@ -268,7 +270,7 @@ def run_worker(case: Case, spec: dict[str, Any], timeout_s: float, python: str =
         # --resume reruns it whole), instead of being held until they end (issue 18).
         with interruptible():
             if warm_compile:
-                warm_spec = {**spec, "mode": "warm_compile"}
+                warm_spec = spec.with_mode("warm_compile")
                 warm = _run_process(case, warm_spec, tmp, "warm", cache_dir, timeout_s, python, extra_env,
                                     trace_dir / "warm" if trace_dir else None)
                 merge_warm_compile(record, warm)
@@ -302,25 +304,50 @@ def merge_warm_compile(record: Record, warm: Record) -> None:
     record.metrics["warm_compile"] = block
 
 
-def _run_process(case: Case, spec: dict[str, Any], tmp: Path, name: str, cache_dir: Path, timeout_s: float,
-                 python: str, extra_env: dict[str, str] | None, trace_dir: Path | None) -> Record:
+@dataclass
+class Outcome:
+    """What the one isolation path saw of one worker process: exit, timeout, logs, wall time,
+    which start path it took (`start`: preloaded | spawn, `start_note`) and the escapees swept."""
+
+    returncode: int | None
+    timed_out: bool
+    out_path: Path
+    logs: dict[str, str]
+    wall_s: float
+    start: dict[str, str]
+    escaped: list[int]
+
+    def result(self) -> Any:
+        """The worker's JSON output, or None when it wrote none (crash, timeout) or half of one."""
+        try:
+            return json.loads(self.out_path.read_text()) if self.out_path.exists() else None
+        except (OSError, ValueError):
+            return None
+
+
+def launch(spec: WorkerSpec, tmp: Path, name: str, cache_dir: Path, timeout_s: float, python: str = sys.executable,
+           extra_env: dict[str, str] | None = None, trace_dir: Path | None = None) -> Outcome:
+    """Run one worker task in its box and wait for it: the only place a worker process starts.
+    A new session (forked from a preloaded server when it can be, else spawned as
+    `python -m harness.run.isolation SPEC OUT`), `cache_dir` as its Inductor cache, a blocking
+    wait with `timeout_s`, killpg, the sweep for escaped descendants."""
     spec_path, out_path = tmp / f"{name}-spec.json", tmp / f"{name}-record.json"
-    spec_path.write_text(json.dumps(spec))
+    spec.write(spec_path)
     stdout_path, stderr_path = tmp / f"{name}-stdout.log", tmp / f"{name}-stderr.log"
-    env = {**worker_env(cache_dir), **(extra_env or {})}  # extra_env: GPU pinning (--gpus)
+    env = {**worker_env(cache_dir), **(extra_env or {})}  # extra_env: GPU pinning (--gpus), experiment settings
     if trace_dir is not None:
         env.update(trace_env(trace_dir))  # in the environment: torch opens the log at import
-    server, start = _server_for(case, python, env, trace_dir, spec.get("isa_cache_dir"))  # a new server preloads once
+    server, start = _server_for(spec, python, env, trace_dir)  # a new server preloads once
     token = child_env(env)  # marks the worker's descendants, even those that leave its session
     started = time.monotonic()
+    limit = memory_limit_bytes(spec.to_dict())
     # deferred: a stop signal cannot land between the spawn and the registration that lets
     # the runner kill this worker; only the wait itself is interruptible (harness/run/signals.py)
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err, deferred():
         proc: Any = None
         if server is not None:
             try:
-                proc = server.start([str(spec_path), str(out_path)], env, stdout_path, stderr_path,
-                                    memory_limit_bytes(spec))
+                proc = server.start([str(spec_path), str(out_path)], env, stdout_path, stderr_path, limit)
             except ForkServerError as exc:
                 start = {"start": "spawn", "start_note": f"fork server failed: {exc}"[:300]}
         if proc is None:
@@ -346,35 +373,61 @@ def _run_process(case: Case, spec: dict[str, Any], tmp: Path, name: str, cache_d
         _kill_tree(proc)  # the worker's own children (compile workers) die with it
         LIVE_WORKERS.discard(proc)
         escaped = _sweep(token, proc.pid, server)  # and so do descendants that called setsid()
-    elapsed = time.monotonic() - started
     logs = {"stdout": log_tail(stdout_path), "stderr": log_tail(stderr_path)}
-    record = _record_from_outcome(case, out_path, proc.returncode, timed_out, timeout_s, logs)
+    return Outcome(proc.returncode, timed_out, out_path, logs, time.monotonic() - started, start, escaped)
+
+
+def run_task(spec: WorkerSpec, timeout_s: float, cache_dir: Path, workdir: Path | None = None,
+             python: str = sys.executable, extra_env: dict[str, str] | None = None, name: str = "task") -> Outcome:
+    """An experiment's worker task (a lifecycle step, a shape policy) through `launch`, its
+    logs and spec in a temporary folder (under `workdir` when given) that is removed after."""
+    tmp = Path(tempfile.mkdtemp(prefix="cb-task-", dir=workdir))
+    try:
+        outcome = launch(spec, tmp, name, cache_dir, timeout_s, python, extra_env)
+        data = outcome.result()
+        kept = tmp.parent / f"{tmp.name}-{name}.json"  # the result outlives the folder
+        if data is not None:
+            kept.write_text(json.dumps(data))
+            outcome.out_path = kept
+        return outcome
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run_process(case: Case, spec: WorkerSpec, tmp: Path, name: str, cache_dir: Path, timeout_s: float,
+                 python: str, extra_env: dict[str, str] | None, trace_dir: Path | None) -> Record:
+    outcome = launch(spec, tmp, name, cache_dir, timeout_s, python, extra_env, trace_dir)
+    logs = outcome.logs
+    record = _record_from_outcome(case, outcome.out_path, outcome.returncode, outcome.timed_out, timeout_s, logs)
     record.logs = logs if record.status != "ok" else {k: v[-2000:] for k, v in logs.items()}
-    classify_memory_failure(record, memory_limit_bytes(spec))
-    record.worker.update({"returncode": proc.returncode, "wall_s": round(elapsed, 3), "python": python, **start})
-    if escaped:
-        record.worker["escaped_processes_killed"] = len(escaped)
-        record.notes.append(f"{len(escaped)} process(es) left behind by the worker outside its session were killed")
+    classify_memory_failure(record, spec.max_memory_bytes if case.device.split(":")[0] == "cpu" else None)
+    record.worker.update({"returncode": outcome.returncode, "wall_s": round(outcome.wall_s, 3), "python": python,
+                          **outcome.start})
+    if outcome.escaped:
+        record.worker["escaped_processes_killed"] = len(outcome.escaped)
+        record.notes.append(f"{len(outcome.escaped)} process(es) left behind by the worker outside its session were killed")
     return record
 
 
-def _server_for(case: Case, python: str, env: dict[str, str], trace_dir: Path | None,
-                isa_cache_dir: str | None) -> tuple[Any, dict[str, str]]:
+def _server_for(spec: WorkerSpec, python: str, env: dict[str, str], trace_dir: Path | None) -> tuple[Any, dict[str, str]]:
     """The preloaded server this case can start from, or None and why it is spawned instead
     (record.worker: start = preloaded | spawn, start_note)."""
     pool = open_pool()
     if pool is None:
         return None, {"start": "spawn"}
+    if not spec.preload:
+        return None, {"start": "spawn", "start_note": "the task measures a fresh interpreter (imports included)"}
+    device = spec.case.device if spec.case else str(spec.payload.get("device", "cpu"))
     if trace_dir is not None:
         return None, {"start": "spawn", "start_note": "--trace: TORCH_TRACE is read when torch is imported"}
     if os.path.realpath(python) != os.path.realpath(sys.executable):
         # another interpreter (--env, ab/versions/bisect sides): its own process, as it always was
         return None, {"start": "spawn", "start_note": "the worker's python is not the runner's"}
     with interruptible():  # a first server imports for seconds: a stop signal must not wait for it
-        server = pool.get(python, env, isa_cache_dir if case.device.startswith("cpu") else None)
+        server = pool.get(python, env, spec.isa_cache_dir if device.startswith("cpu") else None)
     if server.broken:
         return None, {"start": "spawn", "start_note": f"fork server unusable: {server.broken}"[:300]}
-    if server.info.get("cuda_loaded") and not case.device.startswith("cpu"):
+    if server.info.get("cuda_loaded") and not device.startswith("cpu"):
         return None, {"start": "spawn", "start_note": "the fork server loaded the CUDA driver while importing"}
     return server, {"start": "preloaded"}
 
@@ -426,18 +479,20 @@ def modules_for(workload_name: str) -> list[str]:
     return [source] if source in workload_modules() else workload_modules()
 
 
-def make_spec(case: Case, opts: RunOptions, policy: dict[str, Any], isa_cache_dir: str) -> dict[str, Any]:
-    return {
-        "case": case.to_dict(),
-        "compiler": get_compiler(case.compiler).to_dict(),
-        "policy": policy,
-        "workload_modules": modules_for(case.workload),
-        "workload_files": [str(Path(p).resolve()) for p in opts.workload_files],
-        "isa_cache_dir": isa_cache_dir,
-        "seed": 0,
-        "limits": {"max_memory_bytes": int(opts.max_memory_gb * (1 << 30)) if opts.max_memory_gb else None},
-        "warm_compile": bool(opts.warm_compile),
-    }
+def make_spec(case: Case, opts: RunOptions, policy: dict[str, Any], isa_cache_dir: str) -> WorkerSpec:
+    """The one worker's input for one case of a run (or of ab / bisect / versions)."""
+    return WorkerSpec(
+        case=case,
+        compiler=get_compiler(case.compiler),
+        policy=dict(policy),
+        workload_modules=tuple(modules_for(case.workload)),
+        workload_files=tuple(str(Path(p).resolve()) for p in opts.workload_files),
+        isa_cache_dir=isa_cache_dir,
+        seed=0,
+        max_memory_bytes=int(opts.max_memory_gb * (1 << 30)) if opts.max_memory_gb else None,
+        warm_compile=bool(opts.warm_compile),
+        preload=bool(opts.preload),
+    )
 
 
 def trace_config(opts: RunOptions, run_id: str) -> dict[str, Any] | None:
