@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from harness.cli.main import main
 from harness.model.schema import Case, Record, Run, load_run, save_run
-from harness.run.merge import MergeError, merge_runs
+from harness.run.merge import IncompleteMergeError, MergeError, merge_runs
 from harness.run.multigpu import GpuPlanError, GpuPool, parse_gpus
 from harness.run.shard import ShardError, apply_shard, history_costs, parse_shard, partition, select_shard
 from harness.run.store import HistoryStore
@@ -124,12 +124,35 @@ def test_merge_refusals():
     other_torch = _run("t", [_record(_case("other"))], torch_version="2.12")
     with pytest.raises(MergeError, match="torch_version"):
         merge_runs([runs[0], other_torch])
-    assert merge_runs([runs[0], other_torch], allow_mixed=True).config["merge_warnings"]
+    assert merge_runs([runs[0], other_torch], allow_mixed=True, allow_missing=True).config["merge_warnings"]
     _, four = _shard_runs(4)
     with pytest.raises(MergeError, match="partitioned differently"):
         merge_runs([runs[0], four[1]])
-    partial = merge_runs(runs[:2])
+    with pytest.raises(IncompleteMergeError, match=r"planned case\(s\) are not in the inputs .*shard\(s\) \[3\] of 3"):
+        merge_runs(runs[:2])
+    partial = merge_runs(runs[:2], allow_missing=True)
     assert partial.config["shards"]["missing_shards"] == [3] and partial.config["shards"]["missing_cases"]
+    assert partial.config["shards"]["allowed_missing"] is True
+    assert merge_runs(runs).config["shards"]["allowed_missing"] is False
+
+
+def test_a_shard_stopped_early_is_missing_data_though_every_file_is_there():
+    _, runs = _shard_runs()
+    runs[1].records = runs[1].records[:-1]  # interrupted before its last case
+    with pytest.raises(IncompleteMergeError, match="every shard has a run file, so a shard stopped"):
+        merge_runs(runs)
+
+
+def test_a_missing_shard_that_had_no_case_does_not_block(tmp_path, capsys):
+    """1 planned case over 2 shards: shard 2 had nothing to run; merging shard 1 alone is complete."""
+    case = _case("only")
+    mine, info = apply_shard([case], "1/2", "none", None)
+    assert mine == [case]
+    path = save_run(_run("shard1", [_record(case)], config={"shard": info}), tmp_path / "s1.json")
+    out = tmp_path / "m.json"
+    assert main(["merge", str(path), "-o", str(out)]) == 0
+    assert "shard(s) [2] of 2 have no run file, but every planned case is present" in capsys.readouterr().out
+    assert load_run(out).config["shards"]["missing_shards"] == [2]
 
 
 def test_merge_cli(tmp_path, capsys):
@@ -140,9 +163,15 @@ def test_merge_cli(tmp_path, capsys):
     assert len(load_run(out).records) == 7
     with HistoryStore(tmp_path / "h.sqlite") as store:
         assert len(store.run_ids()) == 1
-    assert main(["merge", *paths[:2], "-o", str(out)]) == 2
-    assert "missing" in capsys.readouterr().err
+    out.unlink()
+    # a missing shard is missing data, not bad usage: exit 3, one line, nothing written
+    assert main(["merge", *paths[:2], "-o", str(out)]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "shard(s) [3] of 3 have no run file" in err and "--allow-missing" in err
+    assert not out.exists()
     assert main(["merge", *paths[:2], "-o", str(out), "--allow-missing"]) == 0
+    assert "recorded in the merged run's config.shards" in capsys.readouterr().err
+    assert load_run(out).config["shards"]["missing_shards"] == [3]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"schema_version": 99}))
     assert main(["merge", paths[0], str(bad), "-o", str(out)]) == 2

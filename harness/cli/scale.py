@@ -18,7 +18,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="results", help="results folder for run ids (default: results)")
     p.add_argument("--label", default="", help="label of the merged run")
     p.add_argument("--allow-mixed", action="store_true", help="merge runs of different torch builds/commits anyway")
-    p.add_argument("--allow-missing", action="store_true", help="write the merge even if shards or cases are missing")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="merge what is there when planned cases are missing (a shard's file absent, a shard "
+                        "stopped early); the merged run records them in config.shards. Without it: exit 3, "
+                        "nothing written")
     p.add_argument("--ingest", metavar="DB", help="also add the merged run to this history .sqlite")
     p.set_defaults(func=cmd_merge)
 
@@ -45,19 +48,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from harness.cli.common import EXIT_OK, CliError
+    import sys
+
+    from harness.cli.common import EXIT_OK
     from harness.model.schema import save_run
-    from harness.run.merge import merge_runs
+    from harness.run.merge import merge_runs, missing_problem
     from harness.run.runner import resolve_run
 
     runs = [resolve_run(ref, args.out) for ref in args.runs]
-    merged = merge_runs(runs, label=args.label, allow_mixed=args.allow_mixed)
+    merged = merge_runs(runs, label=args.label, allow_mixed=args.allow_mixed, allow_missing=args.allow_missing)
     shards = merged.config.get("shards") or {}
-    missing = shards.get("missing_cases") or []
-    if (missing or shards.get("missing_shards")) and not args.allow_missing:
-        raise CliError(f"shards {shards.get('missing_shards')} of {shards.get('count')} are missing "
-                       f"({len(missing)} planned case(s) absent, e.g. {missing[:1]}); pass every shard's run file "
-                       "or --allow-missing")
+    problem = missing_problem(shards)
+    if problem:
+        print(f"warning: --allow-missing: {problem}; recorded in the merged run's config.shards", file=sys.stderr)
+    elif shards.get("missing_shards"):
+        print(f"note: shard(s) {shards['missing_shards']} of {shards['count']} have no run file, but every planned "
+              "case is present (they had none)")
     path = save_run(merged, args.output)
     if args.ingest:
         from harness.run.store import HistoryStore

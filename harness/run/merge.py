@@ -9,7 +9,10 @@ Refused, with a message naming the files: mismatched schema versions, the same c
 two inputs (overlapping shards, or two machines measuring the same case: compare those
 instead), and runs of different torch builds or harness commits unless `allow_mixed`
 (numbers from different software are not one run). When the inputs are shards of one
-plan, merge also checks they used the same partition and reports missing cases.
+plan, merge also checks they used the same partition; planned cases absent from every
+input (a shard's file missing, a shard stopped early) are missing data, an
+IncompleteMergeError (exit 3), unless `allow_missing` (then recorded in `config.shards`).
+A shard with no run file whose plan share was empty blocks nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
+from harness.model.errors import HarnessError
 from harness.model.schema import Record, Run, RunFileError
 
 # environment fields that must agree for records to belong in one run
@@ -27,6 +31,24 @@ SOFTWARE_KEYS = ("torch_version", "torch_git", "git_commit")
 
 class MergeError(RunFileError):
     """Run files that cannot be merged; the message says which and why."""
+
+
+class IncompleteMergeError(HarnessError):
+    """Shards whose planned cases are not all in the inputs: missing data, not bad usage
+    (exit 3); `--allow-missing` merges what is there and records what is not."""
+
+
+def missing_problem(shards: dict[str, Any]) -> str | None:
+    """Why a merge of shards is incomplete, or None when every planned case is present. A
+    shard with no run file whose planned cases are all present anyway (it had none: more
+    shards than cases) does not make the merge incomplete."""
+    missing = shards.get("missing_cases") or []
+    if not missing:
+        return None
+    absent = shards.get("missing_shards") or []
+    where = (f"shard(s) {absent} of {shards.get('count')} have no run file" if absent else
+             "every shard has a run file, so a shard stopped before its last case (interrupted or crashed)")
+    return f"{len(missing)} planned case(s) are not in the inputs (e.g. {missing[0]}): {where}"
 
 
 def machine_of(run: Run) -> dict[str, Any]:
@@ -90,9 +112,11 @@ def _shard_summary(runs: Sequence[Run], merged_ids: set[str]) -> dict[str, Any] 
     }
 
 
-def merge_runs(runs: Sequence[Run], label: str = "", allow_mixed: bool = False) -> Run:
+def merge_runs(runs: Sequence[Run], label: str = "", allow_mixed: bool = False, allow_missing: bool = False) -> Run:
     """Combine runs into one. Records come in plan order when the inputs are shards of one
-    plan, else in input order; each record remembers its machine."""
+    plan, else in input order; each record remembers its machine. Shards whose planned cases
+    are not all present raise IncompleteMergeError unless `allow_missing`: then the merged
+    run's `config.shards` keeps the missing shards and cases and `allowed_missing: true`."""
     if not runs:
         raise MergeError("nothing to merge: pass at least one run file")
     warnings = _check_compatible(runs, allow_mixed)
@@ -104,6 +128,10 @@ def merge_runs(runs: Sequence[Run], label: str = "", allow_mixed: bool = False) 
             rec.worker = {**(rec.worker or {}), "machine": machine}
             records.append(rec)
     shard = _shard_summary(runs, {r.case_id for r in records})
+    problem = missing_problem(shard) if shard else None
+    if problem and not allow_missing:
+        raise IncompleteMergeError(f"nothing merged: {problem}; pass every shard's run file, or --allow-missing "
+                                   "to merge what is here (the merged run records what is missing)")
     if shard:
         position = {cid: i for i, cid in enumerate(shard["plan_case_ids"])}
         records.sort(key=lambda r: position.get(r.case_id, len(position)))
@@ -124,6 +152,7 @@ def merge_runs(runs: Sequence[Run], label: str = "", allow_mixed: bool = False) 
     }
     if shard:
         config["shards"] = {k: v for k, v in shard.items() if k != "plan_case_ids"}
+        config["shards"]["allowed_missing"] = bool(problem)
     stamp = _dt.datetime.now(_dt.timezone.utc)
     run_id = f"{stamp.strftime('%Y%m%d-%H%M%S')}-merged-{secrets.token_hex(3)}"
     return Run(run_id=run_id, created_at=stamp.isoformat(timespec="seconds"), label=label or "merged",
