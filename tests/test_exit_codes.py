@@ -184,7 +184,7 @@ def _writers(tmp_path: Path, where: Path) -> dict[str, list[str]]:
         "compare-markdown": ["compare", str(V1_RUN), str(V1_RUN), "--markdown", str(where / "c.md")],
         "expected": ["expected", "update", str(V1_RUN), "--file", str(where / "e.json")],
         "dashboard": ["dashboard", "--db", str(db), "-o", str(where / "dash")],
-        "store-rebuild": ["store", "rebuild", "--out", str(where)],
+        "store-rebuild": ["store", "rebuild", "--db", str(where / "history.sqlite"), "--runs", str(V1_RUN)],
     }
 
 
@@ -220,12 +220,30 @@ def _results(tmp_path: Path, nights: int = 40) -> Path:
     return out
 
 
+def _damage_content(data: bytearray) -> None:
+    """Garbage inside one stored record's JSON, on a table leaf page (type 13) past the b-tree
+    pages the quick check reads: the file's structure stays sound, one record no longer parses."""
+    page_size = 4096
+    key = b'"case_id"'
+    for start in range(page_size * 8, len(data), page_size):
+        page = data[start:start + page_size]
+        if page[0] == 13 and key in page:
+            at = start + page.index(key)
+            data[at:at + len(key)] = b"#" * len(key)
+            return
+    raise AssertionError("no record content page to damage")
+
+
 def _damage(db: Path, kind: str) -> None:
     data = bytearray(db.read_bytes())
     if kind == "garbage":
         db.write_bytes(b"this is not an sqlite file " * 200)
-    elif kind == "page":  # a b-tree page of the records table overwritten
+    elif kind == "page":  # a b-tree page of the records table overwritten, and a content page further on
         data[4096 * 3:4096 * 4] = b"\x00\x07" * 2048
+        _damage_content(data)
+        db.write_bytes(bytes(data))
+    elif kind == "content":  # only a record's JSON: PRAGMA quick_check and integrity_check both say ok
+        _damage_content(data)
         db.write_bytes(bytes(data))
     elif kind == "truncated":
         db.write_bytes(bytes(data[: len(data) // 2]))
@@ -281,6 +299,95 @@ def test_the_real_entry_point_on_a_damaged_store(tmp_path):
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
     assert res.returncode == 3 and res.stdout == ""
     assert res.stderr.count("\n") == 1 and "file is not a database" in res.stderr and "Traceback" not in res.stderr
+
+
+def _unparsable(db: Path) -> list[str]:
+    conn = sqlite3.connect(db)
+    try:
+        bad = []
+        for run_id, text in conn.execute("SELECT run_id, record_json FROM records"):
+            try:
+                json.loads(text)
+            except ValueError:
+                bad.append(run_id)
+        return bad
+    finally:
+        conn.close()
+
+
+def test_a_damaged_record_is_found_by_the_full_check_and_named_by_every_reader(capsys, tmp_path):
+    out = _results(tmp_path, nights=12)
+    db = out / "history.sqlite"
+    _damage(db, "content")
+    (damaged_run,) = _unparsable(db)
+    (out / "runs" / f"{damaged_run}.json").unlink()  # the damaged run lives only in the store
+    assert _call(capsys, ["store", "check", "--out", str(out)])[0] == cli.EXIT_OK  # the quick check cannot see it
+    line = _one_error(capsys, ["store", "check", "--out", str(out), "--full"], cli.EXIT_HARNESS)
+    assert f"history store {db} is damaged" in line and damaged_run in line
+    for argv in (["show", damaged_run, "--out", str(out)], ["compare", damaged_run, damaged_run, "--out", str(out)],
+                 ["dashboard", "--db", str(db), "-o", str(tmp_path / "dash")]):
+        line = _one_error(capsys, argv, cli.EXIT_HARNESS)
+        assert f"history store {db} is damaged" in line and f"compilebench store rebuild --out {out}" in line, line
+        assert "internal error" not in line, line
+
+
+def test_rebuild_refuses_a_missing_runs_folder_and_an_empty_swap(capsys, tmp_path):
+    out = _results(tmp_path, nights=3)
+    db = out / "history.sqlite"
+    before = db.read_bytes()
+    shutil.rmtree(out / "runs")
+    line = _one_error(capsys, ["store", "rebuild", "--out", str(out)], cli.EXIT_HARNESS)
+    assert f"{out / 'runs'} does not exist" in line and "--runs DIR" in line, line
+    (out / "runs").mkdir()
+    # the empty folder: the old store's runs are read back, not swapped for nothing
+    code, _, stdout = _call(capsys, ["store", "rebuild", "--out", str(out)])
+    assert code == cli.EXIT_OK and "3 run(s)" in stdout and "3 run(s) with no run file kept" in stdout, stdout
+    (aside,) = out.glob("history.sqlite.before-rebuild-*")
+    assert aside.read_bytes() == before
+    with HistoryStore(aside) as old, HistoryStore(db) as new:
+        assert new.run_ids() == old.run_ids() and new.counts() == old.counts()
+
+
+def test_rebuild_refuses_to_replace_an_unreadable_store_with_an_empty_one(capsys, tmp_path):
+    out = _results(tmp_path, nights=2)
+    db = out / "history.sqlite"
+    _damage(db, "garbage")
+    for path in (out / "runs").glob("*.json"):
+        path.unlink()
+    line = _one_error(capsys, ["store", "rebuild", "--out", str(out)], cli.EXIT_HARNESS)
+    assert "refusing to replace" in line and "--allow-empty" in line, line
+    assert db.read_bytes() == b"this is not an sqlite file " * 200 and not list(out.glob("*.before-rebuild-*"))
+    code, _, stdout = _call(capsys, ["store", "rebuild", "--out", str(out), "--allow-empty"])
+    assert code == cli.EXIT_OK and "0 run(s)" in stdout
+
+
+def test_rebuild_salvages_what_a_damaged_store_still_gives_and_names_the_rest(capsys, tmp_path):
+    out = _results(tmp_path, nights=12)
+    db = out / "history.sqlite"
+    _damage(db, "content")
+    (damaged_run,) = _unparsable(db)
+    files = sorted((out / "runs").glob("*.json"))
+    for path in files[:4]:
+        path.unlink()
+    gone = {p.stem for p in files[:4]}
+    code, _, stdout = _call(capsys, ["store", "rebuild", "--out", str(out)])
+    assert code == cli.EXIT_OK, stdout
+    lost = 1 if damaged_run in gone else 0
+    assert f"{12 - lost} run(s)" in stdout and f"{4 - lost} run(s) with no run file kept from the old store" in stdout
+    if lost:
+        assert f"lost (only in the old store, which could not give it back): {damaged_run}" in stdout
+    with HistoryStore(db) as store:
+        assert set(store.run_ids()) == {p.stem for p in files} - ({damaged_run} if lost else set())
+        assert store.unparsable_records() == []
+
+
+def test_check_of_a_missing_store_is_bad_input_like_dashboard(capsys, tmp_path):
+    for argv in (["store", "check", "--out", str(tmp_path)], ["dashboard", "--db", str(tmp_path / "history.sqlite"),
+                                                                "-o", str(tmp_path / "d")]):
+        line = _one_error(capsys, argv, cli.EXIT_USAGE)
+        assert str(tmp_path / "history.sqlite") in line or str(tmp_path) in line, line
+    line = _one_error(capsys, ["store", "check", "--db", str(tmp_path / "x.sqlite")], cli.EXIT_USAGE)
+    assert f"compilebench store rebuild --db {tmp_path / 'x.sqlite'} --runs DIR" in line, line
 
 
 def test_opening_a_damaged_store_names_the_file_for_any_path(tmp_path):

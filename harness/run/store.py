@@ -29,6 +29,7 @@ from harness.model.errors import HarnessError
 from harness.model.schema import Record, Run, run_from_dict
 
 __all__ = ["HistoryStore", "StoreCorruptError", "StoreError", "RebuildResult", "rebuild_store", "recovery_hint",
+           "rebuild_command", "run_from_rows",
            "load_history", "record_row", "MIGRATIONS", "RECORD_COLUMNS", "BUSY_TIMEOUT_S"]
 
 MIGRATIONS: list[str] = [
@@ -107,14 +108,19 @@ class StoreCorruptError(StoreError):
 _CORRUPT_MARKERS = ("not a database", "malformed", "corrupt", "disk i/o error", "unsupported file format")
 
 
-def recovery_hint(path: str | Path) -> str:
-    """The command that rebuilds `path` from the run files."""
+def rebuild_command(path: str | Path) -> str:
+    """The command that rebuilds the store at `path` from its run files."""
     path = Path(path)
     if path.name == "history.sqlite":
-        return (f"`compilebench store rebuild --out {path.parent}` rebuilds it from {path.parent / 'runs'}/*.json "
-                "(the damaged file is moved aside, not deleted)")
-    return (f"`compilebench store rebuild --db {path} --runs DIR` rebuilds it from the run files in DIR "
-            "(the damaged file is moved aside, not deleted)")
+        return f"compilebench store rebuild --out {path.parent}"
+    return f"compilebench store rebuild --db {path} --runs DIR"
+
+
+def recovery_hint(path: str | Path) -> str:
+    """The command that rebuilds `path` from the run files, and what it does."""
+    path = Path(path)
+    source = f"{path.parent / 'runs'}/*.json" if path.name == "history.sqlite" else "the run files in DIR"
+    return f"`{rebuild_command(path)}` rebuilds it from {source} (the damaged file is moved aside, not deleted)"
 
 
 def _store_error(path: Path, exc: sqlite3.Error) -> StoreError:
@@ -233,19 +239,13 @@ class HistoryStore:
 
     @_guarded
     def load_run(self, run_id: str) -> Run:
-        row = self.conn.execute(
-            "SELECT run_id, created_at, label, schema_version, environment_json, config_json FROM runs WHERE run_id = ?",
-            (run_id,),
-        ).fetchone()
-        if row is None:
+        run = run_from_rows(self.conn, run_id, self.path)
+        if run is None:
             from harness.model.schema import RunFileError
 
-            raise RunFileError(f"run {run_id!r} is not in {self.path}; `compilebench show --db` lists stored runs")
-        records = [json.loads(r[0]) for r in self.conn.execute(
-            "SELECT record_json FROM records WHERE run_id = ? ORDER BY rowid", (run_id,))]
-        data = {"schema_version": row[3], "run_id": row[0], "created_at": row[1], "label": row[2],
-                "environment": json.loads(row[4]), "config": json.loads(row[5]), "records": records}
-        return run_from_dict(data, f"{self.path}:{run_id}")
+            raise RunFileError(f"run {run_id!r} is not in {self.path}; `compilebench show --out "
+                               f"{self.path.parent}` lists the stored runs")
+        return run
 
     @_guarded
     def counts(self) -> tuple[int, int]:
@@ -265,6 +265,48 @@ class HistoryStore:
         df = pd.read_sql_query(query, self.conn)
         df["created_at"] = pd.to_datetime(df["created_at"], utc=True, format="ISO8601")
         return df.drop(columns=["record_json"])
+
+    @_guarded
+    def unparsable_records(self, limit: int = 5) -> list[str]:
+        """'run_id/case_id' of stored rows whose JSON does not parse (a damaged overflow page
+        that PRAGMA integrity_check does not see: the bytes are well-formed b-tree content)."""
+        bad: list[str] = []
+        for table, key, columns in (("runs", "run_id", ("environment_json", "config_json")),
+                                    ("records", "run_id || '/' || case_id", ("record_json",))):
+            for name, *texts in self.conn.execute(f"SELECT {key}, {', '.join(columns)} FROM {table}"):
+                try:
+                    for text in texts:
+                        json.loads(text)
+                except (ValueError, TypeError):
+                    bad.append(str(name))
+                    if len(bad) >= limit:
+                        return bad
+        return bad
+
+
+def _parse(text: str, path: Path, what: str) -> Any:
+    """json.loads of a stored column: a row that does not parse is a damaged file, not our bug."""
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError) as exc:
+        raise StoreCorruptError(f"history store {path} is damaged ({what} is not JSON: {exc}); "
+                                f"{recovery_hint(path)}") from exc
+
+
+def run_from_rows(conn: sqlite3.Connection, run_id: str, path: Path) -> Run | None:
+    """The run `run_id` as stored (None: not in the store); damaged rows raise StoreCorruptError."""
+    row = conn.execute(
+        "SELECT run_id, created_at, label, schema_version, environment_json, config_json FROM runs WHERE run_id = ?",
+        (run_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    records = [_parse(r[0], path, f"a record of run {run_id}") for r in conn.execute(
+        "SELECT record_json FROM records WHERE run_id = ? ORDER BY rowid", (run_id,))]
+    data = {"schema_version": row[3], "run_id": row[0], "created_at": row[1], "label": row[2],
+            "environment": _parse(row[4], path, f"run {run_id}'s environment"),
+            "config": _parse(row[5], path, f"run {run_id}'s config"), "records": records}
+    return run_from_dict(data, f"{path}:{run_id}")
 
 
 def record_row(run_id: str, r: Record) -> tuple:
@@ -300,6 +342,8 @@ class RebuildResult:
     records: int = 0
     moved_aside: list[Path] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)  # "file: why", for run files that could not be loaded
+    salvaged: list[str] = field(default_factory=list)  # run ids read back from the old store (no run file)
+    lost: list[str] = field(default_factory=list)  # "run id: why", store-only runs the old store could not give back
     seconds: float = 0.0
 
 
@@ -313,15 +357,60 @@ def run_files(sources: Iterable[str | Path]) -> list[Path]:
     return out
 
 
-def rebuild_store(db: str | Path, sources: Sequence[str | Path]) -> RebuildResult:
-    """Build a fresh store from the run files in `sources` (folders or files), then move the
-    old file (damaged or not) and its -wal/-shm aside as `<name>.damaged-<UTC time>` and put
-    the new one in its place. Nothing is deleted; an unreadable run file is reported and left
-    out, the others go in."""
+def _old_store_runs(db: Path, skip: set[str], result: RebuildResult) -> tuple[list[Run], int | None]:
+    """(runs the old store holds that no run file gave, how many runs it holds; None when that
+    cannot be read). Read-only and row by row, so a damaged file still gives back what it can."""
+    if not db.is_file():
+        return [], 0
+    try:
+        # no -wal: everything is in the main file, and immutable leaves no -shm/-wal behind it
+        mode = "mode=ro" if db.with_name(db.name + "-wal").exists() else "immutable=1"
+        conn = sqlite3.connect(f"{db.resolve().as_uri()}?{mode}", uri=True, timeout=BUSY_TIMEOUT_S)
+    except sqlite3.Error:
+        return [], None
+    try:
+        try:
+            ids = [row[0] for row in conn.execute("SELECT run_id FROM runs ORDER BY created_at, run_id")]
+        except sqlite3.Error:
+            return [], None
+        runs = []
+        for run_id in ids:
+            if run_id in skip:
+                continue
+            try:
+                run = run_from_rows(conn, run_id, db)
+            except (sqlite3.Error, HarnessError, ValueError, TypeError, KeyError) as exc:
+                result.lost.append(f"{run_id}: {' '.join(str(exc).split())[:200]}")
+                continue
+            if run is not None:
+                runs.append(run)
+        return runs, len(ids)
+    finally:
+        conn.close()
+
+
+def _check_sources(db: Path, sources: Sequence[str | Path]) -> None:
+    missing = [str(s) for s in sources if not Path(s).exists()]
+    if missing:
+        raise StoreError(f"cannot rebuild {db}: {', '.join(missing)} does not exist (the run files are what the "
+                         "store is rebuilt from); pass the folder that holds them with --runs DIR")
+
+
+def rebuild_store(db: str | Path, sources: Sequence[str | Path], allow_empty: bool = False) -> RebuildResult:
+    """Build a fresh store from the run files in `sources` (folders or files) plus the runs the
+    old store holds that no run file gives (read back from its JSON where the file still
+    reads), then move the old file (damaged or not) and its -wal/-shm aside as
+    `<name>.before-rebuild-<UTC time>` and put the new one in its place. Nothing is deleted;
+    an unreadable run file is reported and left out, the others go in.
+
+    Refused (StoreError, exit 3, the old file left in place) when a source does not exist, or
+    when the new store would hold no run while the old one holds some or cannot be read
+    (`allow_empty` permits it)."""
     from harness.model.schema import RunFileError, load_run
 
     started = time.monotonic()
     db = Path(db)
+    _check_sources(db, sources)
     result = RebuildResult(db)
     db.parent.mkdir(parents=True, exist_ok=True)
     fresh = db.with_name(db.name + ".rebuilding")
@@ -329,6 +418,7 @@ def rebuild_store(db: str | Path, sources: Sequence[str | Path]) -> RebuildResul
         leftover.unlink(missing_ok=True)  # our own half-built file from an interrupted rebuild
     try:
         with HistoryStore(fresh, check=False) as store:
+            seen: set[str] = set()
             for path in run_files(sources):
                 try:
                     run = load_run(path)
@@ -337,6 +427,17 @@ def rebuild_store(db: str | Path, sources: Sequence[str | Path]) -> RebuildResul
                     continue
                 result.records += store.ingest(run)
                 result.runs += 1
+                seen.add(run.run_id)
+            salvaged, old_count = _old_store_runs(db, seen, result)
+            for run in salvaged:  # a run only the store held (CI keeps history.sqlite alone): not lost
+                result.records += store.ingest(run)
+                result.runs += 1
+                result.salvaged.append(run.run_id)
+            if result.runs == 0 and old_count != 0 and not allow_empty:
+                held = "holds runs" if old_count else "cannot be read"
+                raise StoreError(f"refusing to replace {db} with an empty store: no run file in "
+                                 f"{', '.join(map(str, sources))} and the old store {held}; pass --runs DIR with "
+                                 "the run files, or --allow-empty to replace it anyway (it is moved aside)")
             store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the main file before the rename
     except BaseException:  # disk full, read-only: the old store stays in place, no half-built file next to it
         for leftover in [fresh, *(fresh.with_name(fresh.name + s) for s in SIDECARS)]:
