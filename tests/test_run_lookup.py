@@ -4,6 +4,7 @@ history store alike (harness/run/lookup.py)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -104,3 +105,27 @@ def test_compare_reads_the_previous_night_from_the_store(results, capsys):
 def test_no_store_no_files(tmp_path):
     with pytest.raises(RunLookupError, match="no history store"):
         find_run("latest", tmp_path)
+
+
+def test_a_run_file_is_found_without_opening_a_damaged_store(results, capsys, tmp_path):
+    out, runs, smoke = results
+    (out / "history.sqlite").write_bytes(b"this is not an sqlite file " * 200)
+    for ref in (smoke.run_id, runs[2].run_id):  # OUT/runs/REF.json: the source of truth, no store needed
+        assert find_run(ref, out).path == out / "runs" / f"{ref}.json"
+        assert main(["show", ref, "--out", str(out)]) == 0
+        assert main(["report", ref, "--out", str(out), "-o", str(tmp_path / "r.html")]) == 0
+    assert main(["compare", runs[2].run_id, smoke.run_id, "--out", str(out)]) in (0, 1)
+    capsys.readouterr()
+    # what only the store can answer still says the store is damaged (exit 3)
+    assert main(["show", runs[0].run_id, "--out", str(out)]) == 3
+    assert "is damaged" in capsys.readouterr().err
+
+
+def test_show_lists_store_only_runs_marked_as_such(results, capsys):
+    out, runs, smoke = results
+    assert main(["show", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [f"{runs[0].run_id} (history store only: no run file)",
+                     f"{runs[1].run_id} (history store only: no run file)", runs[2].run_id, smoke.run_id]
+    assert main(["show", "--json", "--out", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out) == [r.run_id for r in (*runs, smoke)]

@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_output_options(p, "the finished run (the run file's content)")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("show", help="print a run as a table (RUN: path, run id or 'latest'; none: list runs)")
+    p = sub.add_parser("show", help="print a run as a table (RUN: path, run id or 'latest'; none: list the runs, "
+                                          "run files and history-store-only runs)")
     p.add_argument("run", nargs="?", help="run file, run id, or 'latest'")
     p.add_argument("--out", default="results", help="results folder holding runs/")
     add_output_options(p, "the run file's content (no RUN: the run ids)")
@@ -259,15 +260,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     console = make_console()
     if not args.run:
-        runs = sorted((Path(args.out) / "runs").glob("*.json"))
-        if args.json:
-            print(json.dumps([path.stem for path in runs]))
-            return EXIT_OK
-        if not runs:
-            console.print(f"no runs in {Path(args.out) / 'runs'}")
-        for path in runs:
-            console.print(path.stem)
-        return EXIT_OK
+        return _list_runs(console, args)
     run = resolve_run(args.run, args.out)
     if args.json:
         print(json.dumps(run.to_dict(), indent=1, allow_nan=False, default=str))
@@ -279,6 +272,24 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     print_table(console, breadth_table(breadth_rows(run.records)), args.format)
     _print_gpu_summary(console, run, args.format)
+    return EXIT_OK
+
+
+def _list_runs(console, args: argparse.Namespace) -> int:
+    """`show` with no RUN: every run a RUN argument can name, oldest first: run files by their
+    name, runs only the history store holds (CI keeps history.sqlite alone) marked as such."""
+    from harness.run.lookup import list_runs
+
+    entries = list_runs(args.out)
+    names = [e.path.stem if e.path is not None else e.run_id for e in entries]
+    if args.json:
+        print(json.dumps(names))
+        return EXIT_OK
+    if not entries:
+        console.print(f"no runs in {Path(args.out) / 'runs'} or {Path(args.out) / 'history.sqlite'}")
+    for entry, name in zip(entries, names, strict=True):
+        console.print(name if entry.path is not None else f"{name} (history store only: no run file)",
+                      markup=False, highlight=False)
     return EXIT_OK
 
 

@@ -14,7 +14,9 @@ A RUN is any of (RUN_SPELLINGS, shown in `--help`):
 The store keeps each run's environment, config and every record's full JSON (store.py), so
 a run that exists only in the store (the case in CI, where only `history.sqlite` survives
 from one night to the next) loads into the same `Run` its run file held. A run present in
-both is read from its file: the run files are the source of truth.
+both is read from its file: the run files are the source of truth, and a name that is a run
+file's (OUT/runs/NAME.json, or a run file whose id is NAME) is answered without opening the
+store, so a damaged store does not hide a run whose file is sound.
 
 Anything that names no run is a RunLookupError (a UserError: one line, exit 2).
 """
@@ -73,9 +75,13 @@ def resolve_run(ref: str, out_dir: str | Path = "results", db: str | Path | None
 def find_run(ref: str, out_dir: str | Path = "results", db: str | Path | None = None) -> RunEntry:
     """The entry a run id, prefix or `latest[~N][:filter]` names, without loading the run."""
     db_path = Path(db) if db is not None else Path(out_dir) / "history.sqlite"
-    where = _where(out_dir, db_path)
     name, _, filter_text = ref.partition(":")
     filters = _parse_filters(ref, filter_text)
+    if not filters and not _LATEST_RE.match(name):
+        on_file = _run_file_match(Path(out_dir) / "runs", name)
+        if on_file is not None:  # the source of truth answers without the store (which may be damaged)
+            return on_file
+    where = _where(out_dir, db_path)
     entries = [e for e in list_runs(out_dir, db_path, need_meta=bool(filters)) if _matches(e, filters)]
     latest = _LATEST_RE.match(name)
     if latest:
@@ -146,18 +152,31 @@ def _file_entries(runs_dir: Path, need_meta: bool) -> list[RunEntry]:
     UTC stamp is the run's start; any other file (`merge -o nightly.json`) is read for its id."""
     if not runs_dir.is_dir():
         return []
-    entries = []
-    for path in sorted(runs_dir.glob("*.json")):
-        stamp = _STAMP_RE.match(path.stem)
-        if stamp and not need_meta:
-            created = _dt.datetime.strptime(stamp.group(1), "%Y%m%d-%H%M%S").replace(tzinfo=_dt.timezone.utc)
-            entries.append(RunEntry(path.stem, created, path))
-            continue
-        head = _read_head(path)
-        if head is not None:
-            entries.append(RunEntry(str(head.get("run_id") or path.stem), _utc(head.get("created_at", "")), path,
-                                    label=head.get("label") or "", suite=(head.get("config") or {}).get("suite")))
-    return entries
+    entries = [_file_entry(path, need_meta) for path in sorted(runs_dir.glob("*.json"))]
+    return [e for e in entries if e is not None]
+
+
+def _file_entry(path: Path, need_meta: bool) -> RunEntry | None:
+    stamp = _STAMP_RE.match(path.stem)
+    if stamp and not need_meta:
+        created = _dt.datetime.strptime(stamp.group(1), "%Y%m%d-%H%M%S").replace(tzinfo=_dt.timezone.utc)
+        return RunEntry(path.stem, created, path)
+    head = _read_head(path)
+    if head is None:
+        return None
+    return RunEntry(str(head.get("run_id") or path.stem), _utc(head.get("created_at", "")), path,
+                    label=head.get("label") or "", suite=(head.get("config") or {}).get("suite"))
+
+
+def _run_file_match(runs_dir: Path, name: str) -> RunEntry | None:
+    """The run file `name` names exactly: OUT/runs/NAME.json, or a file there whose run id is
+    NAME; None when only the store (or a prefix) could tell."""
+    if not name or "/" in name:
+        return None
+    direct = runs_dir / f"{name}.json"
+    if direct.is_file():
+        return _file_entry(direct, need_meta=False) or RunEntry(name, _utc(""), direct)
+    return next((e for e in _file_entries(runs_dir, need_meta=False) if e.run_id == name), None)
 
 
 def _read_head(path: Path) -> dict | None:
