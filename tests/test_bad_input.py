@@ -283,3 +283,25 @@ def test_a_workload_file_that_redefines_a_built_in_is_refused_unless_asked(capsy
 
     importlib.reload(suites.mlp)  # give later tests the built-in back
     assert WORKLOADS["mlp-classic"].source == "suites.mlp"
+
+
+@pytest.mark.parametrize("value", ["nan", "-1", "0", "inf", "x"])
+def test_bisect_threshold_must_be_a_positive_number(capsys, tmp_path, value):
+    line = _refused(capsys, tmp_path, ["bisect", "--metric", "latency", "--threshold", value, "--env", "a=python",
+                                       "--env", "b=python", "-w", "mlp-classic"])
+    assert "--threshold" in line and value in line and "positive number" in line, line
+
+
+@pytest.mark.parametrize("command", ["compare A B", "gate A B", "show", "run", "store check", "noise", "dashboard"])
+def test_an_unrecognized_argument_points_at_the_subcommands_help(capsys, tmp_path, command):
+    line = _refused(capsys, tmp_path, [*command.split(), "--no-such-flag"])
+    name = command.split()[0]
+    assert "unrecognized arguments: --no-such-flag" in line and f"(see `compilebench {name} --help`)" in line, line
+
+
+def test_the_top_level_help_shows_the_exit_codes_once_with_machine_contended(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert text.count("exit codes: 0 ok") == 1, text
+    assert "machine contended" in text.split("exit codes: 0 ok")[1].split("130 interrupted")[0]

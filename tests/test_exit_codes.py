@@ -196,6 +196,8 @@ def test_read_only_output_folder_is_exit_3_naming_it(capsys, tmp_path, read_only
     line = _one_error(capsys, _writers(tmp_path, read_only_dir)[command], cli.EXIT_HARNESS)
     assert str(read_only_dir) in line, line
     assert any(word in line for word in ("Read-only file system", "Permission denied")), line
+    # the hint is about the path that failed: --out only for what the command writes under its --out
+    assert ("point --out elsewhere" in line) == (command in ("run", "import")), line
 
 
 @pytest.mark.parametrize("command", WRITERS)
@@ -204,6 +206,8 @@ def test_full_disk_is_exit_3_naming_the_folder(capsys, tmp_path, full_dir, comma
         pytest.skip("the simulation reaches Python's writes, not SQLite's own; the tmpfs case covers the store")
     line = _one_error(capsys, _writers(tmp_path, full_dir)[command], cli.EXIT_HARNESS)
     assert str(full_dir) in line and ("No space left on device" in line or "disk is full" in line), line
+    if "No space left on device" in line:
+        assert ("point --out elsewhere" in line) == (command in ("run", "import")), line
     leftovers = [p.name for p in full_dir.rglob("*") if p.is_file() and p.name != "filler" and p.stat().st_size]
     assert not [n for n in leftovers if not n.endswith(".journal.jsonl")], leftovers  # no half-written output
 

@@ -23,12 +23,12 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_HARNESS, EXIT_INTERRUPTED = 0, 1, 2, 3, 1
 
 EXIT_CODES_HELP = ("exit codes: 0 ok; 1 a case failed or a regression was found; 2 bad usage or input "
                    "(one line: the problem and the fix); 3 the harness could not do its job (I/O error, disk "
-                   "full, corrupt store, nothing compared, nothing measured); 130 interrupted. "
+                   "full, corrupt store, nothing compared, machine contended, nothing measured); 130 interrupted. "
                    "COMPILEBENCH_DEBUG=1 or --debug shows the traceback of an error.")
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_HARNESS", "EXIT_INTERRUPTED", "EXIT_CODES_HELP", "CliError",
            "HarnessError", "UserError", "split_values", "batch_sizes", "Parser", "positive_seconds",
-           "non_negative_seconds", "positive_int", "non_negative_int", "OVERRIDE_WORKLOADS_HELP", "add_output_options",
+           "non_negative_seconds", "positive_int", "non_negative_int", "positive_number", "OVERRIDE_WORKLOADS_HELP", "add_output_options",
            "json_to_stdout", "FORMAT_HELP", "nothing_measured", "ALLOW_SKIPS_HELP"]
 
 ALLOW_SKIPS_HELP = ("exit 0, not 3, when everything was skipped (e.g. a GPU suite on a box without one, a "
@@ -84,6 +84,7 @@ positive_seconds = _number(float, lambda v: v > 0, "a positive number of seconds
 non_negative_seconds = _number(float, lambda v: v >= 0, "a number of seconds >= 0", "0.5")
 positive_int = _number(int, lambda v: v >= 1, "an integer >= 1", "5")
 non_negative_int = _number(int, lambda v: v >= 0, "an integer >= 0", "3")
+positive_number = _number(float, lambda v: v > 0, "a positive number", "0.1")
 
 
 def add_output_options(p: argparse.ArgumentParser, what: str, json_file: bool = False) -> None:
@@ -125,11 +126,21 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         epilog = kwargs.get("epilog")
-        kwargs["epilog"] = f"{epilog} {EXIT_CODES_HELP}" if epilog else EXIT_CODES_HELP
+        kwargs["epilog"] = EXIT_CODES_HELP if not epilog or epilog == EXIT_CODES_HELP else f"{epilog} {EXIT_CODES_HELP}"
         super().__init__(*args, **kwargs)
         # SUPPRESS: a subcommand that does not see --debug must not reset the top level's True
         self.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                           help="show the traceback of an error (also COMPILEBENCH_DEBUG=1)")
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        """Arguments no parser took are reported by the subcommand they followed, so the hint
+        is `compilebench compare --help`, not the top level's."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+            chosen = command.choices.get(getattr(parsed, command.dest, None) or "") if command else None
+            (chosen or self).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_USAGE, f"compilebench: error: {message} (see `{self.prog} --help`)\n")

@@ -22,7 +22,9 @@ from harness.cli.common import (
     CliError,
     add_output_options,
     json_to_stdout,
+    non_negative_int,
     nothing_measured,
+    positive_number,
 )
 from harness.cli.compare import run_options_from, selection_options, write_output
 
@@ -64,12 +66,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--env", action="append", default=[], help=ENV_HELP + "; repeat, good first, bad last")
     p.add_argument("--metric", required=True, choices=("latency", "speedup", "compile_time", "graph_breaks",
                                                        "peak_memory", "status"))
-    p.add_argument("--threshold", type=float, help="change that counts as bad: a fraction for latency, speedup, "
+    p.add_argument("--threshold", type=positive_number, help="change that counts as bad, > 0: a fraction for latency, speedup, "
                    "compile_time, peak_memory (0.1 = 10%%), a count for graph_breaks (default: the metric's "
                    "threshold from compare)")
     p.add_argument("--direction", choices=("worse", "better"), default="worse",
                    help="hunt the first env where the metric got worse (default) or better")
-    p.add_argument("--repeats", type=int, default=2, help="extra processes per side when a verdict is noisy (default 2)")
+    p.add_argument("--repeats", type=non_negative_int, default=2, help="extra processes per side when a verdict is noisy (default 2)")
     p.add_argument("--state", help="state file (default OUT/bisect/<hash of the inputs>.json: the same command resumes)")
     p.add_argument("--markdown", metavar="FILE", help="write the issue markdown here ('-': stdout)")
     p.add_argument("--thresholds", help="TOML file of threshold overrides")

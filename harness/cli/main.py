@@ -54,8 +54,7 @@ COMMAND_MODULES: list[str] = ["harness.cli.report", "harness.cli.scale", "harnes
 def build_parser() -> argparse.ArgumentParser:
     from harness.cli.diagnostics import add_diagnostic_options
 
-    parser = Parser(prog="compilebench", description="Benchmark and regression-test torch.compile.",
-                    epilog=EXIT_CODES_HELP)
+    parser = Parser(prog="compilebench", description="Benchmark and regression-test torch.compile.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     p = sub.add_parser("list", help="list suites, workloads, scenarios, compilers and devices present here")
@@ -324,12 +323,22 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 def _os_error_line(exc: OSError, out: str | None = None) -> str:
-    """`out`: the command's --out, named when the error names no file (a full disk on write)."""
+    """One line for an OSError, with a hint about the path that failed: `--out` only when the
+    file is under the command's --out (or the error names no file), else that file's folder
+    (`compare --markdown /ro/c.md`, `noise -o`, `bisect --state`)."""
     what = exc.strerror or str(exc)
-    where = f": {exc.filename}" if exc.filename else (f" writing under --out {out}" if out else "")
-    hint = {errno.ENOSPC: "free disk space or point --out elsewhere",
-            errno.EACCES: "make it writable or point --out elsewhere",
-            errno.EROFS: "the file system is read-only; point --out elsewhere"}.get(exc.errno or -1, "")
+    if exc.filename:
+        failed = Path(os.fsdecode(exc.filename))
+        where = f": {failed}"
+        under_out = out is not None and Path(out).resolve() in (failed.resolve(), *failed.resolve().parents)
+        place, fix = failed.parent, ("point --out elsewhere" if under_out else "choose another path")
+    else:
+        where = f" writing under --out {out}" if out else ""
+        place, fix = (Path(out) if out else None), ("point --out elsewhere" if out else "choose another path")
+    on = f" on {place}" if place else ""
+    hint = {errno.ENOSPC: f"free disk space{on} or {fix}",
+            errno.EACCES: f"make {place or 'it'} writable or {fix}",
+            errno.EROFS: f"the file system{on} is read-only; {fix}"}.get(exc.errno or -1, "")
     return f"{what}{where}" + (f" ({hint})" if hint else "")
 
 
