@@ -42,7 +42,7 @@ def test_no_case_in_common_is_nothing_compared_exit_3(tmp_path, capsys):
         assert main([command, base, head, "--markdown", str(md)]) == 3
         captured = capsys.readouterr()
         line = "nothing compared: base and head share no case; base has 9, head has 2"
-        assert captured.err.strip().splitlines() == [f"compilebench: {line}"]
+        assert captured.err.strip().splitlines() == [f"compilebench: error: {line}"]
         assert f"CANNOT JUDGE: {line}" in captured.out
         assert f"CANNOT JUDGE: {line}" in md.read_text()
     cmp = compare_runs([_run("b", _records(range(9), 1))], [_run("h", _records(range(20, 22), 2))])

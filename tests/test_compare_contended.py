@@ -101,7 +101,7 @@ def test_gate_exits_3_on_a_contended_pair_and_says_why(tmp_path, capsys):
     md, js = tmp_path / "gate.md", tmp_path / "gate.json"
     assert main(["gate", b, h, "--markdown", str(md), "--json", str(js)]) == 3
     captured = capsys.readouterr()
-    assert captured.err.strip().splitlines() == ["compilebench: machine contended: cannot judge 1 case(s)"]
+    assert captured.err.strip().splitlines() == ["compilebench: error: machine contended: cannot judge 1 case(s)"]
     assert "machine contended" in captured.out and "regression" not in captured.out.split("geomean")[0]
     text = md.read_text()
     assert "### Machine contended: cannot judge (1)" in text and "62%" in text
@@ -145,3 +145,12 @@ def test_bisect_measures_a_contended_midpoint_again():
     _, base, head = _aa_next_to_a_hog()
     out = judge([base], [head], "latency")
     assert out["verdict"] == "noisy" and out["compare_verdict"] == Verdict.MACHINE_CONTENDED
+
+
+def test_failing_on_machine_contended_headlines_that_verdict_not_a_regression(tmp_path, capsys):
+    _, base, head = _aa_next_to_a_hog()
+    b, h = _save(tmp_path, "b", [base]), _save(tmp_path, "h", [head])
+    assert main(["gate", b, h, "--fail-on", "machine contended"]) == 1
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("FAIL")]
+    assert line.startswith("FAIL: 1 case(s) failed the gate (1 machine contended)"), line
+    assert "regressed" not in line and "missing" not in line

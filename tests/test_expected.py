@@ -145,3 +145,19 @@ def test_real_user_workload_update_then_check(tmp_path, monkeypatch):
     entry, = load_expected(file)["cases"].values()
     assert entry["graph_breaks"] == 2 and entry["status"] == "ok" and entry["family"] == "known"
     assert main(["expected", "check", "latest", "--out", str(out), "--file", str(file)]) == 0
+
+
+def test_a_check_that_checked_nothing_is_exit_3_not_a_pass(tmp_path, capsys):
+    """As compare with no case in common: `0 case(s) checked ... 3 not run` used to exit 0."""
+    file = tmp_path / "e.json"
+    update([_run("a")], file)
+    rng = np.random.default_rng(1)
+    other = Run("o", "2026-01-01T00:00:00+00:00", "o", dict(SYNTHETIC_ENV, torch_version="2.13.0+cpu"), {},
+                [synthetic_record(synthetic_case(i), rng) for i in (7, 8)])
+    path = save_run(other, tmp_path / "o.json")
+    assert main(["expected", "check", str(path), "--file", str(file)]) == 3
+    captured = capsys.readouterr()
+    assert "0 case(s) checked" in captured.out
+    assert captured.err.strip().splitlines() == [line for line in captured.err.strip().splitlines()
+                                                 if line.startswith("compilebench: error: nothing checked")]
+    assert str(file) in captured.err

@@ -117,7 +117,9 @@ class Comparison:
             return GateDecision(Outcome.CANNOT_JUDGE, f"nothing compared: base and head share no case; base has {n_base}, "
                                 f"head has {n_head}", failing, unjudged)
         if failing:
-            return GateDecision(Outcome.FAIL, f"{len(failing)} case(s) regressed, broke or went missing", failing, unjudged)
+            # worded by the verdicts that fail (--fail-on may name any, e.g. machine contended)
+            kinds = ", ".join(f"{n} {v}" for v, n in _count(failing).items())
+            return GateDecision(Outcome.FAIL, f"{len(failing)} case(s) failed the gate ({kinds})", failing, unjudged)
         if unjudged:
             kinds = _count(unjudged)
             if list(kinds) == [Verdict.MACHINE_CONTENDED]:

@@ -240,7 +240,7 @@ def render(cmp: Comparison, args: argparse.Namespace, versions: str = "") -> int
     if args.json:
         write_output(args.json, json_text(cmp, decision.failing, fail_on) + "\n")
     if decision.outcome is Outcome.CANNOT_JUDGE:  # the one line a CI log shows for exit 3
-        print(f"compilebench: {decision.reason}", file=sys.stderr)
+        print(f"compilebench: error: {decision.reason}", file=sys.stderr)
     return EXIT_FOR[decision.outcome]
 
 
@@ -424,7 +424,7 @@ def cmd_expected(args: argparse.Namespace) -> int:
         data = update(runs, path)
         print(f"expected file written: {path} ({len(data['cases'])} cases); review and commit it")
         return EXIT_OK
-    failed = False
+    failed = checked = False
     for run in runs:
         report = check(run, path)
         for line in report.warnings:
@@ -438,6 +438,12 @@ def cmd_expected(args: argparse.Namespace) -> int:
         print(f"{run.run_id}: {report.checked} case(s) checked against {path}: "
               f"{len(report.differences)} difference(s), {len(report.missing)} not run, {len(report.new)} new")
         failed = failed or report.failed(args.complete)
+        checked = checked or report.checked > 0
+    if not failed and not checked:  # as compare with no case in common: nothing checked is no pass
+        print(f"compilebench: error: nothing checked: no case of the run(s) is in {path}; check the run against "
+              f"the file of its suite, or write one with `compilebench expected update RUN --file {path}`",
+              file=sys.stderr)
+        return EXIT_HARNESS
     if failed:
         print(f"expected results differ: fix the regression, or if intended run "
               f"`compilebench expected update RUN --file {path}` and commit")
