@@ -14,7 +14,7 @@ study fits in well under an hour on a loaded 2-core machine. Slowdowns are real 
 Setup "separate" (two runs, then `compilebench compare`): a chained A/A, as in
 benchmarks/gate_proof.py. base_0, then each round r runs base_{r+1} and one head per arm
 (compiled-only and whole-model at each --levels), two worker processes at a time. Each
-comparison is decided by the real CLI, `compilebench compare base.json head.json --json`,
+comparison is decided by the real CLI, `compilebench compare base.json head.json --json-file F`,
 and its exit code is the gate's answer: A/A base_r vs base_{r+1} (1 = false failure), arm
 base_r vs head_r (1 = detected). The same pairs are also decided with the probe switched off
 (`probe = "off"`), to show what the probe buys. All processes of this setup reuse one warm
@@ -111,12 +111,12 @@ RUNTIME_METRICS = ("speedup", "latency", "peak_memory", "graph_breaks", "recompi
 
 def cli_compare(base: Path, head: Path, thresholds: Path | None = None, command: str = "compare",
                 metrics: tuple[str, ...] = RUNTIME_METRICS, noise: Path | None = None) -> dict[str, Any]:
-    """`compilebench compare BASE HEAD --json` in this process: exit code and what it saw."""
+    """`compilebench compare BASE HEAD --json-file F` in this process: exit code and what it saw."""
     from harness.cli.main import main
 
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
         out = Path(tmp.name)
-    argv = [command, str(base), str(head), "--json", str(out)]
+    argv = [command, str(base), str(head), "--json-file", str(out)]
     for m in metrics:
         argv += ["--metric", m]
     if thresholds:
@@ -239,7 +239,7 @@ def run_ab_study(sessions: int, rounds: int, arm_env: dict[str, dict[str, str]],
     def one(i: int, arm: str, env: dict[str, str]) -> dict[str, Any]:
         load_before = load_average()
         out_json = out / f"ab-{i:02d}-{arm.replace(' ', '').replace('%', '').replace('/', '')}.json"
-        argv = [sys.executable, "-m", "harness", "ab", *common, "--json", str(out_json)]
+        argv = [sys.executable, "-m", "harness", "ab", *common, "--json-file", str(out_json)]
         for k, v in env.items():
             argv += ["--head-env", f"{k}={v}"]
         t0 = time.monotonic()

@@ -198,7 +198,7 @@ def test_cli_exit_codes_and_outputs(tmp_path, capsys):
     save_run(synthetic_run(3, 3, slowdown=0.2, run_id="slow"), tmp_path / "slow.json")
     assert main(["compare", str(tmp_path / "base.json"), str(tmp_path / "same.json")]) == 0
     md, js = tmp_path / "out.md", tmp_path / "out.json"
-    rc = main(["gate", str(tmp_path / "base.json"), str(tmp_path / "slow.json"), "--markdown", str(md), "--json", str(js)])
+    rc = main(["gate", str(tmp_path / "base.json"), str(tmp_path / "slow.json"), "--markdown", str(md), "--json-file", str(js)])
     assert rc == 1
     data = json.loads(js.read_text())
     assert data["counts"] == {REGRESSION: 3} and len(data["failed"]) == 3

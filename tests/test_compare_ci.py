@@ -87,7 +87,7 @@ def test_missing_in_head_fails_by_default_and_is_listed(tmp_path, capsys):
     head = _save(tmp_path, "head", _records(range(2), 2))
     md, js = tmp_path / "gate.md", tmp_path / "gate.json"
     for command in ("compare", "gate"):
-        assert main([command, base, head, "--markdown", str(md), "--json", str(js)]) == 1
+        assert main([command, base, head, "--markdown", str(md), "--json-file", str(js)]) == 1
     text = md.read_text()
     gone = synthetic_case(2).case_id
     assert "### Missing in head (1: fail the gate)" in text and f"`{gone}` (base status ok)" in text
@@ -177,3 +177,16 @@ def test_noise_from_too_few_runs_is_refused(tmp_path, capsys):
 
     with pytest.raises(NoiseInputError):
         analyze_noise([], rounds=1)
+
+
+def test_json_is_a_flag_that_never_swallows_a_run_and_json_file_takes_the_path(tmp_path, capsys):
+    base = _save(tmp_path, "base", _records(range(3), 1))
+    head = _save(tmp_path, "head", _records(range(3), 2))
+    assert main(["compare", "--json", base, head]) in (0, 1)  # was: exit 2 "head required"
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["outcome"] in ("pass", "fail") and len(data["cases"]) == 3
+    js = tmp_path / "c.json"
+    assert main(["gate", base, head, "--json-file", str(js)]) in (0, 1)
+    assert json.loads(js.read_text())["outcome"] == data["outcome"]
+    assert "geomean" in capsys.readouterr().out  # the table still prints to stdout beside the file

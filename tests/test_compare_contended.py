@@ -99,7 +99,7 @@ def test_gate_exits_3_on_a_contended_pair_and_says_why(tmp_path, capsys):
     _, base, head = _aa_next_to_a_hog()
     b, h = _save(tmp_path, "b", [base]), _save(tmp_path, "h", [head])
     md, js = tmp_path / "gate.md", tmp_path / "gate.json"
-    assert main(["gate", b, h, "--markdown", str(md), "--json", str(js)]) == 3
+    assert main(["gate", b, h, "--markdown", str(md), "--json-file", str(js)]) == 3
     captured = capsys.readouterr()
     assert captured.err.strip().splitlines() == ["compilebench: error: machine contended: cannot judge 1 case(s)"]
     assert "machine contended" in captured.out and "regression" not in captured.out.split("geomean")[0]

@@ -175,7 +175,7 @@ def test_ab_across_two_envs_names_them(tmp_path, capsys):
     new = make_fake_python(tmp_path / "py", "new", slowdown=0.4)
     out, verdict = tmp_path / "results", tmp_path / "ab.json"
     rc = main(["ab", "--env", f"old={old}", "--env", f"new={new}", "-w", "mlp-classic", "--scenario", "forward",
-               "--rounds", "1", "--out", str(out), "--json", str(verdict)])
+               "--rounds", "1", "--out", str(out), "--json-file", str(verdict)])
     assert rc == 1  # the 40% slower compiled code is a regression
     printed = capsys.readouterr().out
     assert "versions: base old (torch" in printed and "-> head new (torch" in printed

@@ -533,7 +533,7 @@ def test_a_coldstart_whose_every_row_was_skipped_exits_3(capsys, tmp_path, monke
                            "dtype": "float32"}, "rows": rows, "builds": []}
 
     monkeypatch.setattr(lifecycle, "coldstart", all_skipped)
-    argv = ["coldstart", "-w", "mlp-classic", "--rows", "aot_compile,aoti", "--json", str(tmp_path / "c.json")]
+    argv = ["coldstart", "-w", "mlp-classic", "--rows", "aot_compile,aoti", "--json-file", str(tmp_path / "c.json")]
     line = _one_error(capsys, argv, cli.EXIT_HARNESS)
     assert line.startswith("compilebench: error: nothing measured: all 2 row(s) were skipped")
     assert json.loads((tmp_path / "c.json").read_text())["rows"][1]["status"] == "skipped"  # the result still written

@@ -93,7 +93,7 @@ def test_real_ab_session_then_noise(tmp_path):
     out, verdict = tmp_path / "results", tmp_path / "ab.json"
     rc = main(["ab", "--base-python", sys.executable, "--head-python", sys.executable, "-w", "mlp-classic",
                "--scenario", "forward", "--rounds", "1", "--min-time", "0.1", "--min-samples", "10",
-               "--head-env", "COMPILEBENCH_AB_SIDE=head", "--out", str(out), "--json", str(verdict)])
+               "--head-env", "COMPILEBENCH_AB_SIDE=head", "--out", str(out), "--json-file", str(verdict)])
     assert rc in (0, 1)  # an A/A on a shared machine may still trip a 5% threshold: data, not a crash
     (session,) = list((out / "ab").iterdir())
     base_files, head_files = sorted((session / "base").glob("*.json")), sorted((session / "head").glob("*.json"))

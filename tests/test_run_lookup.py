@@ -96,7 +96,7 @@ def test_unknown_runs_are_one_line_and_exit_2(results, capsys, ref, message):
 
 def test_compare_reads_the_previous_night_from_the_store(results, capsys):
     out, runs, _ = results
-    code = main(["compare", "latest~1:suite=cpu", "latest:suite=cpu", "--out", str(out), "--json", "-"])
+    code = main(["compare", "latest~1:suite=cpu", "latest:suite=cpu", "--out", str(out), "--json"])
     captured = capsys.readouterr().out
     assert code == 0
     assert runs[1].run_id in captured and runs[2].run_id in captured

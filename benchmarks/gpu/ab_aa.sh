@@ -11,7 +11,7 @@ for w in "mlp-deep forward float32" "gpt2 decode bfloat16"; do
   set -- $w
   ( export CUDA_VISIBLE_DEVICES=$i COMPILEBENCH_COMPILE_CACHE_DIR=$W/cache$i
     timeout 400 $PY -m harness ab -w $1 --scenario $2 --size full -c inductor --device cuda --dtype $3 --rounds $ROUNDS \
-      --base-python $PY --head-python $PY --out $W/ab --label aa-$1 --json $W/ab-aa-$1.json > $W/ab-aa-$1.log 2>&1
+      --base-python $PY --head-python $PY --out $W/ab --label aa-$1 --json-file $W/ab-aa-$1.json > $W/ab-aa-$1.log 2>&1
     echo "ab A/A $1 exit $? at $(( $(date +%s) - S )) s" ) &
   i=$((i + 1))
 done

@@ -29,7 +29,7 @@ EXIT_CODES_HELP = ("exit codes: 0 ok; 1 a case failed or a regression was found;
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_HARNESS", "EXIT_INTERRUPTED", "EXIT_CODES_HELP", "CliError",
            "HarnessError", "UserError", "split_values", "batch_sizes", "Parser", "positive_seconds",
            "non_negative_seconds", "positive_int", "non_negative_int", "positive_number", "OVERRIDE_WORKLOADS_HELP", "add_output_options",
-           "json_to_stdout", "FORMAT_HELP", "nothing_measured", "ALLOW_SKIPS_HELP"]
+           "json_to_stdout", "json_targets", "FORMAT_HELP", "nothing_measured", "ALLOW_SKIPS_HELP"]
 
 ALLOW_SKIPS_HELP = ("exit 0, not 3, when everything was skipped (e.g. a GPU suite on a box without one, a "
                     "feature this torch lacks): by default a command that measured nothing fails the CI job")
@@ -88,15 +88,19 @@ positive_number = _number(float, lambda v: v > 0, "a positive number", "0.1")
 
 
 def add_output_options(p: argparse.ArgumentParser, what: str, json_file: bool = False) -> None:
-    """--format and --json, the same in every command that prints a table. `--json` alone
-    always prints `what` as JSON on stdout (the human output moves to stderr); with
-    `json_file`, `--json FILE` writes it to FILE instead and the table prints as usual."""
+    """--format and --json, the same in every command that prints a table. `--json` is a flag
+    everywhere: `what` as JSON on stdout (the human output moves to stderr). With `json_file`,
+    `--json-file PATH` writes it to PATH instead and the table prints as usual (one flag that
+    takes no value, one that always takes one: `--json A.json B.json` cannot swallow a RUN)."""
     p.add_argument("--format", choices=FORMATS, default="auto", help=FORMAT_HELP)
+    p.add_argument("--json", action="store_true", help=f"print {what} as JSON on stdout (the tables go to stderr)")
     if json_file:
-        p.add_argument("--json", nargs="?", const="-", metavar="FILE",
-                       help=f"print {what} as JSON on stdout (the tables go to stderr); --json FILE: write it to FILE")
-    else:
-        p.add_argument("--json", action="store_true", help=f"print {what} as JSON on stdout (the tables go to stderr)")
+        p.add_argument("--json-file", metavar="PATH", help=f"write {what} as JSON to PATH (the tables print as usual)")
+
+
+def json_targets(args: argparse.Namespace) -> list[str]:
+    """Where the JSON goes: '-' (stdout) for --json, the path of --json-file; both may be given."""
+    return (["-"] if getattr(args, "json", False) else []) + ([args.json_file] if getattr(args, "json_file", None) else [])
 
 
 def nothing_measured(statuses: Sequence[str], allow_skips: bool, what: str = "case") -> int:
@@ -114,8 +118,7 @@ def nothing_measured(statuses: Sequence[str], allow_skips: bool, what: str = "ca
 
 def json_to_stdout(args: argparse.Namespace) -> bool:
     """True when --json asked for JSON on stdout: human output must then go to stderr."""
-    value = getattr(args, "json", None)
-    return value is True or value == "-"
+    return getattr(args, "json", None) is True
 
 
 class Parser(argparse.ArgumentParser):

@@ -22,6 +22,7 @@ from harness.cli.common import (
     OVERRIDE_WORKLOADS_HELP,
     CliError,
     add_output_options,
+    json_targets,
     json_to_stdout,
     non_negative_seconds,
     positive_int,
@@ -237,8 +238,8 @@ def render(cmp: Comparison, args: argparse.Namespace, versions: str = "") -> int
     if args.markdown:
         title = f"compilebench {args.command}" + (f": {versions}" if versions else "")
         write_output(args.markdown, markdown(cmp, decision.failing, title=title))
-    if args.json:
-        write_output(args.json, json_text(cmp, decision.failing, fail_on) + "\n")
+    for target in json_targets(args):
+        write_output(target, json_text(cmp, decision.failing, fail_on) + "\n")
     if decision.outcome is Outcome.CANNOT_JUDGE:  # the one line a CI log shows for exit 3
         print(f"compilebench: error: {decision.reason}", file=sys.stderr)
     return EXIT_FOR[decision.outcome]
@@ -397,8 +398,8 @@ def cmd_noise(args: argparse.Namespace) -> int:
     print_table(console, table, args.format)
     if args.output:
         console.print(f"noise file: {save_noise(data, args.output)}", highlight=False, markup=False)
-    if args.json:
-        write_output(args.json, json.dumps(data, indent=1) + "\n")
+    for target in json_targets(args):
+        write_output(target, json.dumps(data, indent=1) + "\n")
     return EXIT_OK
 
 

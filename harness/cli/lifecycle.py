@@ -9,6 +9,7 @@ from pathlib import Path
 from harness.cli.common import (
     ALLOW_SKIPS_HELP,
     add_output_options,
+    json_targets,
     json_to_stdout,
     nothing_measured,
     positive_int,
@@ -74,17 +75,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_sweep)
 
 
-def _write_json(path: str | None, data: dict) -> None:
-    """--json: on stdout ('-', or the flag alone), or into a file."""
-    if path == "-":
-        import json
+def _write_json(targets: list[str], data: dict) -> None:
+    """--json on stdout, --json-file into a file."""
+    for target in targets:
+        if target == "-":
+            import json
 
-        print(json.dumps(data, indent=1, allow_nan=False, default=str))
-    elif path:
-        from harness.model.schema import write_json_atomic
+            print(json.dumps(data, indent=1, allow_nan=False, default=str))
+        else:
+            from harness.model.schema import write_json_atomic
 
-        write_json_atomic(Path(path), data)
-        print(f"written: {path}", file=sys.stderr)
+            write_json_atomic(Path(target), data)
+            print(f"written: {target}", file=sys.stderr)
 
 
 def _failed(rows: list[dict]) -> bool:
@@ -109,7 +111,7 @@ def cmd_coldstart(args: argparse.Namespace) -> int:
         if r.get("status") != "ok":
             colour = "yellow" if r.get("status") == "skipped" else "red"
             console.print(f"[{colour}]{r['row']} ({r.get('kind', '')}): {r.get('status')}: {r.get('error', '')[:500]}")
-    _write_json(args.json, result)
+    _write_json(json_targets(args), result)
     # a skipped row (a feature this torch lacks) is an answer, not a failure; all of them skipped measured nothing
     done = result["rows"] + result["builds"]
     if _failed([r for r in done if r.get("status") != "skipped"]):
@@ -164,6 +166,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                           f"for later shapes ({r['recompile_limit_messages'][0]})")
         if r.get("status") != "ok":
             console.print(f"[red]{r['policy']}: {r.get('status')}: {r.get('error', '')[:500]}")
-    _write_json(args.json, result)
+    _write_json(json_targets(args), result)
     return 1 if _failed(result["policies"]) else 0
 
