@@ -101,8 +101,22 @@ def build_module(model: ZooModel, ctx: WorkloadContext) -> Any:
     class_name, config = load_config(model.config_path(ctx.size))
     with torch.device(ctx.device):
         module = getattr(diffusers, class_name).from_config(config)
+    no_random_training(module)
     # nn.Module.to: diffusers' own .to() warns about fp32-kept modules these models lack
     return torch.nn.Module.to(module, dtype=ctx.dtype).eval()
+
+
+def no_random_training(module: Any) -> None:
+    """Switch off what draws random numbers in train mode: eager and compiled train steps
+    must compare, and their RNG draws differ. DiT's class-label embedding drops labels with
+    probability 0.1 (training for classifier-free guidance); dropout layers likewise."""
+    import torch
+
+    for sub in module.modules():
+        if isinstance(sub, torch.nn.Dropout):
+            sub.p = 0.0
+        elif isinstance(getattr(sub, "dropout_prob", None), float):
+            sub.dropout_prob = 0.0
 
 
 class Inputs:

@@ -250,3 +250,12 @@ def test_an_import_error_while_building_is_a_missing_dependency_skip(monkeypatch
     monkeypatch.setattr(tz, "model_class", lambda e: NeedsTimm)
     with pytest.raises(tz.ZooSkip, match="missing_dependency: LlamaForCausalLM: ImportError: TimmWrapperModel"):
         WORKLOADS["zoo-llama-causal"].build(ctx())
+
+
+def test_diffusers_train_mode_draws_no_random_numbers():
+    """DiT drops class labels at random in train mode (p=0.1): off, so train steps compare."""
+    built = WORKLOADS["diffusers-dit-xl2"].build(ctx(batch=1))
+    model = built.model.train()
+    with torch.no_grad():
+        first, *rest = [model(**built.kwargs)[0] for _ in range(4)]
+    assert all(torch.equal(first, other) for other in rest)
