@@ -10,7 +10,7 @@ import pytest
 
 from harness.cli.main import main
 from harness.model.schema import save_run
-from harness.run.lookup import RunLookupError, find_run, list_runs, resolve_run
+from harness.run.lookup import RunLookupError, base_problem, find_run, list_runs, resolve_run
 from harness.run.store import HistoryStore
 from harness.testing.synthetic import synthetic_run
 
@@ -129,3 +129,62 @@ def test_show_lists_store_only_runs_marked_as_such(results, capsys):
                      f"{runs[1].run_id} (history store only: no run file)", runs[2].run_id, smoke.run_id]
     assert main(["show", "--json", "--out", str(out)]) == 0
     assert json.loads(capsys.readouterr().out) == [r.run_id for r in (*runs, smoke)]
+
+
+def spoiled(run, how: str):
+    """`run` made unfit as a base: a contended case, every case failed/skipped, interrupted, incomplete."""
+    records = [dataclasses.replace(r) for r in run.records]
+    config = dict(run.config)
+    if how == "contended":
+        records[1].metrics = {**records[1].metrics, "contention": {"contended": True, "cpu_wait_fraction": 0.5}}
+    elif how == "failed":
+        records = [dataclasses.replace(r, status="fail_run") for r in records[:2]] + \
+                  [dataclasses.replace(r, status="skipped") for r in records[2:]]
+    elif how == "interrupted":
+        config["interrupted"] = True
+    elif how == "incomplete":
+        config["shards"] = {"count": 2, "missing_shards": [2], "missing_cases": ["a", "b"]}
+    return dataclasses.replace(run, records=records, config=config)
+
+
+@pytest.mark.parametrize("in_store", [True, False], ids=["store", "files"])
+def test_judgeable_skips_nights_that_cannot_be_a_base(tmp_path, in_store):
+    out = tmp_path / "results"
+    good = night("20261201-031700-nightly-aaaaaa", "2026-12-01T03:17:00+00:00")
+    bad = [spoiled(night(f"2026120{d}-031700-nightly-{how[:6]}", f"2026-12-0{d}T03:17:00+00:00", seed=d), how)
+           for d, how in zip(range(2, 6), ("contended", "failed", "interrupted", "incomplete"), strict=True)]
+    clean = night("20261206-031700-nightly-ffffff", "2026-12-06T03:17:00+00:00")
+    with HistoryStore(out / "history.sqlite") as store:
+        for run in (good, *bad, clean):
+            if in_store:
+                store.ingest(run)
+            else:
+                save_run(run, out / "runs" / f"{run.run_id}.json")
+    assert resolve_run("latest:label=nightly,judgeable", out).run_id == clean.run_id
+    assert resolve_run("latest~1:label=nightly,judgeable", out).run_id == good.run_id
+    assert resolve_run("latest~1:label=nightly", out).run_id == bad[-1].run_id  # without the filter: any night
+    problems = {e.run_id: base_problem(e.health) for e in list_runs(out, need_health=True)}
+    assert problems[good.run_id] is None and problems[clean.run_id] is None
+    assert problems[bad[0].run_id] == "machine contended: 1 of 3 ok case(s) timed on a contended machine"
+    assert problems[bad[1].run_id] == "no case ok (2 failed, 1 skipped)"
+    assert problems[bad[2].run_id] == "interrupted: a partial run"
+    assert problems[bad[3].run_id].startswith("incomplete: 2 planned case(s) missing")
+    with pytest.raises(RunLookupError, match="only 2 run"):
+        resolve_run("latest~2:judgeable", out)
+
+
+def test_a_run_file_is_judged_by_its_file_not_the_store(tmp_path):
+    """The run files are the source of truth: a store row of the same id does not override them."""
+    out = tmp_path / "results"
+    run = night("20261201-031700-nightly-aaaaaa", "2026-12-01T03:17:00+00:00")
+    with HistoryStore(out / "history.sqlite") as store:
+        store.ingest(run)
+    save_run(spoiled(run, "contended"), out / "runs" / f"{run.run_id}.json")
+    with pytest.raises(RunLookupError, match="only 0 run"):
+        find_run("latest:judgeable", out)
+
+
+def test_an_unknown_filter_word_names_judgeable(results):
+    out, _, _ = results
+    with pytest.raises(RunLookupError, match="nor 'judgeable'"):
+        resolve_run("latest:judged", out)

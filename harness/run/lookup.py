@@ -9,7 +9,9 @@ A RUN is any of (RUN_SPELLINGS, shown in `--help`):
   files and the store together, oldest to newest by `created_at`;
 - either of those narrowed by a filter after a colon: `latest~1:suite=cpu,label=nightly`
   (keys `suite` and `label`), so a nightly that runs two suites compares each with its own
-  previous night.
+  previous night; the bare word `judgeable` keeps only runs a later night can be judged
+  against (`latest:label=nightly-cpu,judgeable`; `base_problem` says what disqualifies one:
+  no case ok, a case timed on a contended machine, interrupted, planned cases missing).
 
 The store keeps each run's environment, config and every record's full JSON (store.py), so
 a run that exists only in the store (the case in CI, where only `history.sqlite` survives
@@ -30,20 +32,67 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.model.schema import Run, RunFileError, load_run
+from harness.measure.contention import is_contended
+from harness.model.schema import STATUSES, Run, RunFileError, load_run
 
-__all__ = ["RUN_SPELLINGS", "RunEntry", "RunLookupError", "find_run", "list_runs", "resolve_run"]
+__all__ = ["RUN_SPELLINGS", "RunEntry", "RunHealth", "RunLookupError", "base_problem", "find_run", "list_runs",
+           "resolve_run"]
 
 RUN_SPELLINGS = ("a run file, a run id (or unique prefix) in OUT/runs or OUT/history.sqlite, 'latest', "
-                 "'latest~N' (N runs before the newest), optionally filtered: latest~1:suite=cpu,label=nightly")
+                 "'latest~N' (N runs before the newest), optionally filtered: latest~1:suite=cpu,label=nightly "
+                 "(add ',judgeable' for runs a later night can be judged against)")
 
 _LATEST_RE = re.compile(r"^latest(?:~(\d+))?$")
 _STAMP_RE = re.compile(r"^(\d{8}-\d{6})-")
 FILTER_KEYS = ("suite", "label")
+JUDGEABLE = "judgeable"  # the filter word: a run that can serve as a comparison's base
+FAILED_STATUSES = frozenset(s for s in STATUSES if s not in ("ok", "skipped"))
 
 
 class RunLookupError(RunFileError):
     """A RUN argument that names no run (or several); the message says what exists."""
+
+
+@dataclass(frozen=True)
+class RunHealth:
+    """What decides whether a run can be the base of a comparison: its record counts."""
+
+    records: int
+    ok: int
+    contended: int  # ok records the worker marked contended: their timings measure the run queue
+    failed: int = 0
+    interrupted: bool = False
+    missing_cases: int = 0  # planned cases a merge of shards did not get (--allow-missing)
+
+    @classmethod
+    def of_dict(cls, data: Mapping) -> RunHealth:
+        """From a run file's JSON (its `records` and `config`)."""
+        records = [r for r in data.get("records") or [] if isinstance(r, Mapping)]
+        ok = [r for r in records if r.get("status") == "ok"]
+        config = data.get("config") or {}
+        return cls(len(records), len(ok), sum(1 for r in ok if is_contended(r.get("metrics"))),
+                   sum(1 for r in records if r.get("status") in FAILED_STATUSES), bool(config.get("interrupted")),
+                   len((config.get("shards") or {}).get("missing_cases") or []))
+
+
+def base_problem(health: RunHealth | None) -> str | None:
+    """Why a run cannot be the base a later run is judged against, or None when it can. A
+    base whose cases all failed or were skipped compares nothing; a contended base makes
+    every comparison with it `cannot judge` (and absorbs a regression landing that night);
+    an interrupted or incomplete one hides the cases it lacks."""
+    if health is None:
+        return "not read"
+    if not health.records:
+        return "no records"
+    if health.ok == 0:
+        return f"no case ok ({health.failed} failed, {health.records - health.failed} skipped)"
+    if health.contended:
+        return f"machine contended: {health.contended} of {health.ok} ok case(s) timed on a contended machine"
+    if health.interrupted:
+        return "interrupted: a partial run"
+    if health.missing_cases:
+        return f"incomplete: {health.missing_cases} planned case(s) missing (shards merged with --allow-missing)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -56,6 +105,7 @@ class RunEntry:
     in_store: bool = False
     label: str | None = None
     suite: str | None = None
+    health: RunHealth | None = None  # filled by list_runs(need_health=True)
 
     def load(self, db: Path) -> Run:
         if self.path is not None:
@@ -82,7 +132,8 @@ def find_run(ref: str, out_dir: str | Path = "results", db: str | Path | None = 
         if on_file is not None:  # the source of truth answers without the store (which may be damaged)
             return on_file
     where = _where(out_dir, db_path)
-    entries = [e for e in list_runs(out_dir, db_path, need_meta=bool(filters)) if _matches(e, filters)]
+    entries = [e for e in list_runs(out_dir, db_path, need_meta=bool(filters), need_health=JUDGEABLE in filters)
+               if _matches(e, filters)]
     latest = _LATEST_RE.match(name)
     if latest:
         back = int(latest.group(1) or 0)
@@ -102,20 +153,22 @@ def find_run(ref: str, out_dir: str | Path = "results", db: str | Path | None = 
         raise RunLookupError(f"{ref}: {len(prefixed)} runs start with this ({prefixed[0].run_id}, "
                              f"{prefixed[1].run_id}, ...); give more of the run id")
     raise RunLookupError(f"{ref}: no such run file or run id in {where}; pass a path, a run id (or its start), "
-                         "or latest / latest~N[:suite=X,label=Y]")
+                         "or latest / latest~N[:suite=X,label=Y,judgeable]")
 
 
 def list_runs(out_dir: str | Path = "results", db: str | Path | None = None, *,
-              need_meta: bool = False) -> list[RunEntry]:
+              need_meta: bool = False, need_health: bool = False) -> list[RunEntry]:
     """Every run in `out_dir/runs/*.json` and the history store, oldest first (by created_at,
     then run id), one entry per run id. `need_meta`: fill label/suite for run files too
-    (reads each file); the store's entries always have them."""
+    (reads each file); the store's entries always have them. `need_health`: fill each
+    entry's RunHealth (a run file's from the file, the source of truth)."""
     db_path = Path(db) if db is not None else Path(out_dir) / "history.sqlite"
-    by_id: dict[str, RunEntry] = {e.run_id: e for e in _store_entries(db_path)}
-    for entry in _file_entries(Path(out_dir) / "runs", need_meta):
+    by_id: dict[str, RunEntry] = {e.run_id: e for e in _store_entries(db_path, need_health)}
+    for entry in _file_entries(Path(out_dir) / "runs", need_meta or need_health, need_health):
         stored = by_id.get(entry.run_id)
         if stored is not None and entry.label is None:  # same run: the store already knows its label/suite
-            entry = RunEntry(entry.run_id, stored.created_at, entry.path, True, stored.label, stored.suite)
+            entry = RunEntry(entry.run_id, stored.created_at, entry.path, True, stored.label, stored.suite,
+                             stored.health)
         by_id[entry.run_id] = entry
     return sorted(by_id.values(), key=lambda e: (e.created_at, e.run_id))
 
@@ -127,16 +180,20 @@ def _where(out_dir: str | Path, db: Path) -> str:
 def _parse_filters(ref: str, text: str) -> dict[str, str]:
     filters: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
+        if part == JUDGEABLE:
+            filters[JUDGEABLE] = "yes"
+            continue
         key, sep, value = part.partition("=")
         if not sep or key not in FILTER_KEYS or not value:
-            raise RunLookupError(f"{ref}: filter {part!r} is not KEY=VALUE with KEY one of {', '.join(FILTER_KEYS)} "
-                                 "(e.g. latest~1:suite=cpu,label=nightly)")
+            raise RunLookupError(f"{ref}: filter {part!r} is not KEY=VALUE with KEY one of {', '.join(FILTER_KEYS)}, "
+                                 f"nor {JUDGEABLE!r} (e.g. latest~1:suite=cpu,label=nightly,judgeable)")
         filters[key] = value
     return filters
 
 
 def _matches(entry: RunEntry, filters: Mapping[str, str]) -> bool:
-    return all(getattr(entry, key) == value for key, value in filters.items())
+    return all(base_problem(entry.health) is None if key == JUDGEABLE else getattr(entry, key) == value
+               for key, value in filters.items())
 
 
 def _utc(text: str) -> _dt.datetime:
@@ -147,16 +204,16 @@ def _utc(text: str) -> _dt.datetime:
     return stamp if stamp.tzinfo else stamp.replace(tzinfo=_dt.timezone.utc)
 
 
-def _file_entries(runs_dir: Path, need_meta: bool) -> list[RunEntry]:
+def _file_entries(runs_dir: Path, need_meta: bool, need_health: bool = False) -> list[RunEntry]:
     """Run files. A file named by its run id (as `run` writes it) is known from its name, whose
     UTC stamp is the run's start; any other file (`merge -o nightly.json`) is read for its id."""
     if not runs_dir.is_dir():
         return []
-    entries = [_file_entry(path, need_meta) for path in sorted(runs_dir.glob("*.json"))]
+    entries = [_file_entry(path, need_meta, need_health) for path in sorted(runs_dir.glob("*.json"))]
     return [e for e in entries if e is not None]
 
 
-def _file_entry(path: Path, need_meta: bool) -> RunEntry | None:
+def _file_entry(path: Path, need_meta: bool, need_health: bool = False) -> RunEntry | None:
     stamp = _STAMP_RE.match(path.stem)
     if stamp and not need_meta:
         created = _dt.datetime.strptime(stamp.group(1), "%Y%m%d-%H%M%S").replace(tzinfo=_dt.timezone.utc)
@@ -165,7 +222,8 @@ def _file_entry(path: Path, need_meta: bool) -> RunEntry | None:
     if head is None:
         return None
     return RunEntry(str(head.get("run_id") or path.stem), _utc(head.get("created_at", "")), path,
-                    label=head.get("label") or "", suite=(head.get("config") or {}).get("suite"))
+                    label=head.get("label") or "", suite=(head.get("config") or {}).get("suite"),
+                    health=RunHealth.of_dict(head) if need_health else None)
 
 
 def _run_file_match(runs_dir: Path, name: str) -> RunEntry | None:
@@ -189,14 +247,31 @@ def _read_head(path: Path) -> dict | None:
     return data if isinstance(data, dict) and "records" in data else None
 
 
-def _store_entries(db: Path) -> list[RunEntry]:
+# per run: records, ok, ok and contended, failed; SQLite's JSON functions read the record JSON in place
+_HEALTH_SQL = f"""
+    SELECT run_id, COUNT(*), SUM(status = 'ok'),
+           SUM(status = 'ok' AND json_extract(record_json, '$.metrics.contention.contended') = 1),
+           SUM(status IN ({", ".join(f"'{s}'" for s in sorted(FAILED_STATUSES))}))
+    FROM records GROUP BY run_id"""
+_CONFIG_SQL = """SELECT run_id, json_extract(config_json, '$.interrupted'),
+                        json_array_length(config_json, '$.shards.missing_cases') FROM runs"""
+
+
+def _store_entries(db: Path, need_health: bool = False) -> list[RunEntry]:
     if not db.is_file():
         return []
     from harness.run.store import HistoryStore
 
+    health: dict[str, RunHealth] = {}
     with HistoryStore(db) as store:
         rows = store.conn.execute("SELECT run_id, created_at, label, suite FROM runs").fetchall()
-    return [RunEntry(run_id, _utc(created), None, True, label or "", suite) for run_id, created, label, suite in rows]
+        if need_health:
+            counts = {row[0]: row[1:] for row in store.conn.execute(_HEALTH_SQL)}
+            for run_id, interrupted, missing in store.conn.execute(_CONFIG_SQL):
+                n, ok, contended, failed = counts.get(run_id, (0, 0, 0, 0))
+                health[run_id] = RunHealth(n, ok or 0, contended or 0, failed or 0, bool(interrupted), missing or 0)
+    return [RunEntry(run_id, _utc(created), None, True, label or "", suite, health.get(run_id))
+            for run_id, created, label, suite in rows]
 
 
 def _load_from_store(db: Path, run_id: str) -> Run:
