@@ -198,3 +198,195 @@ def test_two_real_nights_of_tiny_cases(tmp_path):
     assert sorted(r.case.compiler for r in merged.records) == ["eager", "inductor"]
     assert all(r.status == "ok" for r in merged.records)
     shutil.rmtree(tmp_path / "nights")
+
+
+# ---------------------------------------------------------------- the base night (issue 23, review item 3)
+
+def contended(run):
+    for rec in run.records:
+        rec.metrics["contention"] = {"contended": True, "cpu_wait_fraction": 0.5, "threshold": 0.15}
+    return run
+
+
+def all_failed(run):
+    for rec in run.records:
+        rec.status = "fail_run"
+    return run
+
+
+def cpu_night(day: int, seed: int, slowdown: float = 0.0, spoil=None):
+    run = synthetic_run(3, seed, run_id=f"2026120{day}-031700-nightly-cpu-{day:06d}", slowdown=slowdown)
+    run = labelled(run, "nightly-cpu", f"2026-12-0{day}T03:17:00+00:00")
+    return spoil(run) if spoil else run
+
+
+def test_compare_bases_on_the_last_judgeable_night_and_says_which(tmp_path):
+    """Night 1 good, night 2 contended, night 3 every case failed, night 4 +50% slower: night 4 is
+    judged against night 1 (a contended base would make it 'cannot judge', absorbing the regression)."""
+    out = tmp_path / "results"
+    nights = [cpu_night(1, 1), cpu_night(2, 2, spoil=contended), cpu_night(3, 3, spoil=all_failed),
+              cpu_night(4, 4, slowdown=0.5)]
+    store_nights(out, *nights)
+    proc = run_compare_step(out, "cpu")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"base {nights[0].run_id}, the newest earlier nightly-cpu night that can be judged against" in proc.stdout
+    assert "::error::compare cpu: REGRESSION" in proc.stdout
+    summary = (tmp_path / "summary.md").read_text()
+    assert f"- {nights[2].run_id}: no case ok (3 failed, 0 skipped)" in summary
+    assert f"- {nights[1].run_id}: machine contended: 3 of 3 ok case(s)" in summary
+    assert f"base {nights[0].run_id}" in summary
+
+
+def test_compare_with_only_unjudgeable_earlier_nights_compares_nothing_and_says_so(tmp_path):
+    out = tmp_path / "results"
+    nights = [cpu_night(1, 1, spoil=contended), cpu_night(2, 2)]
+    store_nights(out, *nights)
+    proc = run_compare_step(out, "cpu")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "::warning::compare cpu: no earlier nightly-cpu night can be judged against" in proc.stdout
+    assert f"- {nights[0].run_id}: machine contended" in proc.stdout
+
+
+def test_a_contended_night_is_not_the_next_nights_base_through_the_workflow(tmp_path):
+    code1, night1 = rehearse(tmp_path, 1, fake_env(0.0, 1), gpu=False)
+    assert code1 == 0
+    code2, night2 = rehearse(tmp_path, 2, {**fake_env(0.0, 2), "FAKE_CONTENDED": "1"}, gpu=False)
+    assert step(night2, "cpu", "Compare cpu with the previous night")["exit_code"] == 3  # cannot judge tonight
+    code3, night3 = rehearse(tmp_path, 3, fake_env(0.5, 3), gpu=False)
+    compare = step(night3, "cpu", "Compare cpu with the previous night")
+    assert compare["exit_code"] == 1, compare["log"]  # the regression is found, against night 1
+    assert f"base {tonight(night1, 'cpu', 'cpu')}" in compare["log"]
+    assert f"- {tonight(night2, 'cpu', 'cpu')}: machine contended" in compare["summary"]
+
+
+# ---------------------------------------------------------------- failed cases fail the nightly (item 3)
+
+def test_failed_cases_fail_the_first_night_unless_known(tmp_path):
+    env = {**fake_env(0.0, 1), "FAKE_FAIL": "1"}
+    code, night = rehearse(tmp_path / "a", 1, env, gpu=False)
+    run = step(night, "cpu", "Run the smoke suite")
+    assert code == 1 and run["exit_code"] == 1
+    assert "::error::smoke: 1 case(s) failed tonight" in run["log"] and "synth0/forward" in run["log"]
+    assert "synth0/forward" in run["summary"]
+    # the smoke suite's failure does not stop the cpu suite (if: !cancelled())
+    assert step(night, "cpu", "Run the cpu suite")["exit_code"] == 1
+    # the first night compares nothing and says so; the failure is what turns the job red
+    assert step(night, "cpu", "Compare cpu with the previous night")["exit_code"] == 0
+    known = tmp_path / "known.txt"
+    known.write_text("# fails since torch 2.13 (issue 99)\nsynth0/forward/*  # the first synthetic case\n")
+    code, night = rehearse(tmp_path / "b", 1, {**env, "KNOWN_FAILURES": str(known)}, gpu=False)
+    run = step(night, "cpu", "Run the smoke suite")
+    assert code == 0 and run["exit_code"] == 0, run["log"]
+    assert f"::warning::smoke: {tonight_case(night)} fail_run (a known failure, listed in {known})" in run["log"]
+
+
+def tonight_case(night: dict) -> str:
+    workspace = Path(night["jobs"]["cpu"][0]["workspace"])
+    run = load_run(next((workspace / "results" / "runs").glob("*nightly-smoke*.json")))
+    return next(r.case_id for r in run.records if r.status != "ok")
+
+
+def test_a_named_known_failures_file_that_is_missing_is_bad_input(tmp_path):
+    code, night = rehearse(tmp_path, 1, {**fake_env(0.0, 1), "KNOWN_FAILURES": str(tmp_path / "nope.txt")}, gpu=False)
+    run = step(night, "cpu", "Run the smoke suite")
+    assert run["exit_code"] == 2 and "KNOWN_FAILURES=" in run["log"] and "no such file" in run["log"]
+
+
+def test_failed_gpu_cases_fail_the_merge_step(tmp_path):
+    code, night = rehearse(tmp_path, 1, {**fake_env(0.0, 1), "FAKE_FAIL": "1"})
+    merge = step(night, "merge", "Merge the gpu shards into one run")
+    assert merge["exit_code"] == 1 and "::error::gpu: 2 case(s) failed tonight" in merge["log"]  # one per shard
+    assert step(night, "merge", "Compare gpu with the previous night")["outcome"] == "success"  # still runs
+
+
+# ---------------------------------------------------------------- a shard that wrote nothing (item 5)
+
+def test_a_shard_that_wrote_no_run_file_fails_its_job_and_the_merge_says_what_is_missing(tmp_path):
+    code, night = rehearse(tmp_path, 1, {**fake_env(0.0, 1), "FAKE_BROKEN_SHARD": "2"})
+    assert code == 1 and night["results"]["gpu-shard"] == "failure"
+    ok, broken = (next(s for s in inst["steps"] if s["name"].startswith("Run the gpu suite"))
+                  for inst in night["jobs"]["gpu-shard"])
+    assert ok["exit_code"] == 0
+    assert broken["exit_code"] == 3, broken["log"]
+    assert "::error::shard 2/2 of gpu wrote no run file" in broken["log"] and "some cases failed" not in broken["log"]
+    merge = step(night, "merge", "Merge the gpu shards into one run")
+    assert merge["exit_code"] == 3 and "shard(s) [2] of 2: 2 planned case(s) not run tonight" in merge["log"]
+    # the cases that ran are still judged (the first night: nothing to compare), and the
+    # incomplete merged run is in the store but never a base
+    assert step(night, "merge", "Compare gpu with the previous night")["exit_code"] == 0
+    merged = load_run(Path(night["jobs"]["merge"][0]["workspace"]) / "results" / "merged-gpu.json")
+    assert merged.config["shards"]["missing_shards"] == [2] and merged.config["shards"]["allowed_missing"]
+
+
+def run_shard_step(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    script = nightly_local.find_step("gpu-shard", "Run the gpu suite, shard ${{ matrix.shard }}")["run"]
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / ".ci").exists() or (tmp_path / ".ci").symlink_to(REPO / ".ci")
+    full = {**os.environ, "PYTHONPATH": str(REPO), "OUT": "shard-results", "COMPILEBENCH_SHARD_INDEX": "2",
+            "COMPILEBENCH_SHARD_COUNT": "2", "PATH": f"{nightly_local.shims(tmp_path / 'state')}{os.pathsep}"
+            f"{os.environ['PATH']}", **env}
+    return subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=full, capture_output=True, text=True)
+
+
+def test_a_shard_step_checks_the_run_file_is_its_own(tmp_path):
+    env = fake_env(0.0, 1)
+    proc = run_shard_step(tmp_path, {**env, "FAKE_SHARD": "1/2"})
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "it is shard 1/2, not 2/2" in proc.stdout and "is not this shard's run file" in proc.stdout
+    proc = run_shard_step(tmp_path / "ok", env)
+    assert proc.returncode == 0 and "shard 2/2 of gpu: every case ok" in proc.stdout, proc.stdout + proc.stderr
+
+
+# ---------------------------------------------------------------- the PR gate's expected counts (item 4)
+
+PR_GATE = REPO / ".github" / "workflows" / "pr-gate.yml"
+
+
+def pr_workspace(tmp_path: Path) -> Path:
+    """$GITHUB_WORKSPACE with envs/head/bin/{compilebench,python} (the fake run) and a
+    compilebench checkout holding the expected file of the synthetic suite."""
+    bin_dir = tmp_path / "envs" / "head" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name, body in (("compilebench", f'exec "{sys.executable}" "{FAKE}" "$@"'), ("python", f'exec "{sys.executable}" "$@"')):
+        (bin_dir / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    checkout = tmp_path / "compilebench"
+    checkout.mkdir()
+    (checkout / ".ci").symlink_to(REPO / ".ci")
+    save_run(synthetic_run(4, 9, run_id="pinned"), checkout / "pinned.json")
+    subprocess.run([str(bin_dir / "compilebench"), "expected", "update", "pinned.json"], cwd=checkout, check=True,
+                   env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True)
+    (checkout / "pinned.json").unlink()
+    return tmp_path
+
+
+def run_pr_expected_step(workspace: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    step_spec = nightly_local.find_step("ab", "Expected counts with the PR build (graph breaks, recompiles, accuracy)",
+                                        PR_GATE)
+    full = {**os.environ, "PYTHONPATH": str(REPO), "GITHUB_WORKSPACE": str(workspace),
+            "GITHUB_STEP_SUMMARY": str(workspace / "summary.md"), **env}
+    return subprocess.run(["bash", "-e", "-c", step_spec["run"]], cwd=workspace / step_spec["working-directory"],
+                          env=full, capture_output=True, text=True)
+
+
+def test_pr_gate_expected_checks_the_run_this_job_wrote(tmp_path):
+    workspace = pr_workspace(tmp_path)
+    proc = run_pr_expected_step(workspace, {})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "checking the run this job wrote" in proc.stdout and "expected counts match" in proc.stdout
+    # a newer run file that matches the expected file is `latest`; this job's run has a failed case
+    decoy = synthetic_run(4, 9, run_id="29991231-000000-decoy-aaaaaa")
+    save_run(decoy, workspace / "compilebench" / "results" / "runs" / f"{decoy.run_id}.json")
+    proc = run_pr_expected_step(workspace, {"FAKE_FAIL": "1"})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "DIFFERENT" in proc.stdout and "decoy" not in proc.stdout
+
+
+@pytest.mark.parametrize("code", [2, 3, 130])
+def test_pr_gate_expected_does_not_swallow_a_run_that_could_not_run(tmp_path, code):
+    workspace = pr_workspace(tmp_path)
+    decoy = synthetic_run(4, 9, run_id="29991231-000000-decoy-aaaaaa")
+    save_run(decoy, workspace / "compilebench" / "results" / "runs" / f"{decoy.run_id}.json")
+    proc = run_pr_expected_step(workspace, {"FAKE_EXIT": str(code)})
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert "::error::" in proc.stdout and "expected counts match" not in proc.stdout

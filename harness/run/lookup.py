@@ -35,7 +35,7 @@ from pathlib import Path
 from harness.measure.contention import is_contended
 from harness.model.schema import STATUSES, Run, RunFileError, load_run
 
-__all__ = ["RUN_SPELLINGS", "RunEntry", "RunHealth", "RunLookupError", "base_problem", "find_run", "list_runs",
+__all__ = ["FAILED_STATUSES", "RUN_SPELLINGS", "RunEntry", "RunHealth", "RunLookupError", "base_problem", "find_run", "list_runs",
            "resolve_run"]
 
 RUN_SPELLINGS = ("a run file, a run id (or unique prefix) in OUT/runs or OUT/history.sqlite, 'latest', "
