@@ -181,7 +181,7 @@ cmd_compare() {
     echo "compare $suite: previous night $prev -> tonight $tonight"
     md=$(mktemp)
     # shellcheck disable=SC2086  # COMPARE_ARGS is a list of options
-    $COMPILEBENCH gate "$prev" "$tonight" --out "$OUT" --markdown "$md" --json "$STATE/$suite.compare.json" \
+    $COMPILEBENCH gate "$prev" "$tonight" --out "$OUT" --markdown "$md" --json-file "$STATE/$suite.compare.json" \
         ${COMPARE_ARGS:-}
     rc=$?
     cat "$md" >>"$SUMMARY" 2>/dev/null
