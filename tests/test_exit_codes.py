@@ -410,10 +410,13 @@ def test_a_run_whose_ingest_fails_keeps_its_run_file_and_exits_3(capsys, tmp_pat
     """Real: the store path is a folder (SQLite cannot open it), so the ingest after the case fails."""
     out = tmp_path / "out"
     (out / "history.sqlite").mkdir(parents=True)
-    line = _one_error(capsys, ["run", *TINY_RUN, "--out", str(out)], cli.EXIT_HARNESS)
-    assert "history.sqlite" in line and "kept in its run file" in line, line
+    code, err, stdout = _call(capsys, ["run", *TINY_RUN, "--out", str(out), "--json"])
+    assert code == cli.EXIT_HARNESS and err[-1].startswith("compilebench: error: ") and "Traceback" not in stdout
+    assert "history.sqlite" in err[-1] and "kept in its run file" in err[-1], err
     (run_file,) = (out / "runs").glob("*.json")
     assert [r.status for r in load_run(run_file).records] == ["ok"]
+    assert json.loads(stdout)["run_id"] == run_file.stem  # --json still prints the run
+    assert any("mlp-classic/forward/eager" in line for line in err)  # and the table (on stderr under --json)
 
 
 def test_an_import_whose_ingest_hits_a_full_disk_keeps_its_run_file(capsys, tmp_path, monkeypatch):

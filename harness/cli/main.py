@@ -205,10 +205,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from harness.report.eta import case_times  # breadth-views: the ETA's per-case times from the store
 
     progress = ProgressPrinter(history=case_times(Path(args.out) / "history.sqlite"))
+    ingest_error: StoreError | None = None
     try:
         run = resume(args.resume, args.out, progress) if args.resume else execute(opts, progress)
     except StoreError as exc:  # the run file was written before the ingest: say where the results are
-        raise type(exc)(f"{exc}; the run's results are kept in its run file in {Path(args.out) / 'runs'}/") from exc
+        saved = getattr(exc, "run", None)
+        error = type(exc)(f"{exc}; the run's results are kept in its run file in {Path(args.out) / 'runs'}/")
+        if saved is None:
+            raise error from exc
+        run, ingest_error = saved, error  # its table and --json first, then the one error line (exit 3)
     except KeyboardInterrupt:
         progress.close()
         console.print("interrupted: finished cases were saved", style="yellow")
@@ -226,6 +231,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         console.print(f"report: {write_report(run, args.report)}")
     if args.json:
         print(json.dumps(run.to_dict(), indent=1, allow_nan=False, default=str))
+    if ingest_error is not None:
+        raise ingest_error
     failed = sum(n for s, n in counts.items() if s not in ("ok", "skipped"))
     if failed:
         return EXIT_FAILED

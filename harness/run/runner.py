@@ -690,10 +690,14 @@ def _finish(run: Run, opts: RunOptions, started: float) -> None:
     run.config["path"] = str(path)
     checkpoint("run-file-written")
     if opts.ingest:
-        from harness.run.store import HistoryStore
+        from harness.run.store import HistoryStore, StoreError
 
-        with HistoryStore(Path(opts.out_dir) / "history.sqlite") as store:
-            store.ingest(run)
+        try:
+            with HistoryStore(Path(opts.out_dir) / "history.sqlite") as store:
+                store.ingest(run)
+        except StoreError as exc:
+            exc.run = run  # the saved run rides with the error: the CLI still prints its results
+            raise
 
 
 def run_path(out_dir: str | Path, run_id: str) -> Path:
