@@ -151,10 +151,9 @@ def _serve_preload(isa_cache_dir: str | None) -> dict[str, Any]:
     isa = warm_isa(isa_cache_dir) if isa_cache_dir else None
     torch = sys.modules.get("torch")
     cuda_started = bool(torch is not None and torch.cuda.is_initialized())
-    import gc
-
-    gc.collect()
-    gc.freeze()  # the imports' objects: never walked again by a case's gc.collect (the memory pass calls it)
+    # no gc.freeze(): frozen import objects cut the garbage collector's share of a compile
+    # (mlp-deep train, tiny: 1.21 s of gc in a spawned worker, 1.31 s forked, 0.75 s forked
+    # and frozen), which would bias compile times low against every earlier run
     return {"ready": True, "pid": os.getpid(), "preloaded": modules, "preload_failed": failed,
             "import_s": round(seconds, 3), "isa_probe": isa,
             "cuda_loaded": cuda_started or cuda_driver_loaded(), "cache_written": written[:5]}
