@@ -106,7 +106,7 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def print_summary(s: dict[str, Any], wall: float | None) -> None:
     print(f"cases {s['cases']} over {s['workloads']} workloads; statuses {s['by_status']}")
-    print(f"architectures ok: {s['ok_architectures']} (target >= {TARGET_ARCHITECTURES})")
+    print(f"architectures ok: {s['ok_architectures']} (transformers-zoo target >= {TARGET_ARCHITECTURES})")
     print(f"pass rate: {s['pass_rate_all']:.1%} of all cases, {s['pass_rate_ran']:.1%} of the cases not skipped")
     print("skipped by reason:")
     for reason, n in s["skips_by_reason"].items():
@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({**summary, "run_files": [str(x) for x in paths], "wall_s": wall},
                                               indent=2))
+    if not args.analyse and not args.suite.startswith("transformers-zoo"):
+        return 0  # the 150-architecture target is the transformers zoo's
     return 0 if summary["ok_architectures"] >= TARGET_ARCHITECTURES else 1
 
 

@@ -224,7 +224,7 @@ def test_the_tiny_suites_cap_case_memory_unless_the_command_line_does(monkeypatc
     run, opts, cases = seen[0]
     assert opts.max_memory_gb == expected and run.config["max_memory_gb"] == expected
     assert run.config["timeout_s"] == 300.0 and {c.scenario for c in cases} == {"forward", "train"}
-    assert runner.make_spec(cases[0], opts, {}, str(tmp_path))["limits"]["max_memory_bytes"] == int(expected * 2**30)
+    assert runner.make_spec(cases[0], opts, {}, str(tmp_path)).max_memory_bytes == int(expected * 2**30)
 
 
 def test_zoo_options_are_declared_for_the_runner_check():
