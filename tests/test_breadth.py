@@ -186,3 +186,22 @@ def test_breadth_run_flags_its_slow_hosts(big):
     flagged = {cid for cid, f in factors.items() if f.flagged}
     slow = {r.case_id for r in big.records[:5] if r.status == "ok"}
     assert flagged == slow and slow
+
+
+def test_the_breadth_geomean_leaves_contended_cases_out_as_compare_does():
+    """A head timed next to a CPU hog (speedup x0.3 on 1 of 3 cases, contended): compare's own
+    geomean leaves it out, and so must the breadth summary, saying how many it left out."""
+    rng = np.random.default_rng(5)
+    cases = [synthetic_case(i) for i in range(3)]
+    base = [synthetic_record(c, rng) for c in cases]
+    head = [synthetic_record(c, rng) for c in cases[:2]]
+    hogged = synthetic_record(cases[2], rng, compiled_median=5e-4 * 8)
+    hogged.metrics["contention"] = {"contended": True, "cpu_wait_fraction": 0.6, "threads": 2}
+    run = lambda rid, recs: Run(rid, "2026-01-01T00:00:00+00:00", rid, dict(SYNTHETIC_ENV), {}, recs)  # noqa: E731
+    cmp = compare_runs([run("b", base)], [run("h", [*head, hogged])])
+    (row,) = compare_rows(cmp)
+    assert row.both_ok == 2 and row.contended_left_out == 1
+    quiet = [c.metric("speedup").head for c in cmp.cases if c.case_id != cases[2].case_id]
+    assert row.geomean_speedup_head == pytest.approx(geomean(quiet))
+    assert cmp.geomeans()["cases"] == 2  # compare's own count, the same cases
+    assert "(2; 1 contended left out)" in "\n".join(compare_markdown_lines(cmp))

@@ -264,6 +264,7 @@ class CompareRow:
     geomean_speedup_head: float | None
     both_ok: int
     now_failing: tuple[str, ...] = field(default_factory=tuple)
+    contended_left_out: int = 0  # ok on both sides but timed on a contended machine: not in the geomeans
     now_passing: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -280,7 +281,8 @@ def compare_rows(cmp: Comparison) -> list[CompareRow]:
         groups[(c.suite or "adhoc", device, compiler)].append(c)
     rows = []
     for (suite, device, compiler), cases in sorted(groups.items()):
-        both = [c for c in cases if c.status_base == "ok" and c.status_head == "ok"]
+        ok_both = [c for c in cases if c.status_base == "ok" and c.status_head == "ok"]
+        both = [c for c in ok_both if not c.timed_contended]  # as compare's own geomean: run-queue timings left out
         pairs = [(m.base, m.head) for c in both if (m := c.metric("speedup")) is not None
                  and isinstance(m.base, float) and isinstance(m.head, float)]
         rows.append(CompareRow(
@@ -289,10 +291,14 @@ def compare_rows(cmp: Comparison) -> list[CompareRow]:
             base_cases=sum(c.status_base is not None for c in cases),
             head_cases=sum(c.status_head is not None for c in cases),
             geomean_speedup_base=geomean([b for b, _ in pairs]), geomean_speedup_head=geomean([h for _, h in pairs]),
-            both_ok=len(pairs),
+            both_ok=len(pairs), contended_left_out=len(ok_both) - len(both),
             now_failing=tuple(c.case_id for c in cases if c.status_base == "ok" and c.status_head not in (None, "ok")),
             now_passing=tuple(c.case_id for c in cases if c.status_head == "ok" and c.status_base not in (None, "ok"))))
     return rows
+
+
+def _left_out(row: CompareRow) -> str:
+    return f"; {row.contended_left_out} contended left out" if row.contended_left_out else ""
 
 
 def _rate(ok: int, n: int) -> str:
@@ -301,7 +307,8 @@ def _rate(ok: int, n: int) -> str:
 
 def compare_markdown_lines(cmp: Comparison, max_listed: int = 10) -> list[str]:
     """The compare summary's breadth table: per suite x device x compiler, pass rate base ->
-    head and geomean speedup over the cases ok on both sides; the cases that started or
+    head and geomean speedup over the cases ok on both sides and not timed on a contended
+    machine (how many were left out for that is said); the cases that started or
     stopped failing are named (up to `max_listed` per row)."""
     rows = compare_rows(cmp)
     if not rows:
@@ -312,7 +319,7 @@ def compare_markdown_lines(cmp: Comparison, max_listed: int = 10) -> list[str]:
     for r in rows:
         lines.append(f"| {_md(r.suite)} | {_md(r.device)} | {_md(r.compiler)} | {_rate(r.ok_base, r.base_cases)} | "
                      f"{_rate(r.ok_head, r.head_cases)} | {_x(r.geomean_speedup_base)} -> {_x(r.geomean_speedup_head)} "
-                     f"({r.both_ok}) | {len(r.now_failing)} | {len(r.now_passing)} |")
+                     f"({r.both_ok}{_left_out(r)}) | {len(r.now_failing)} | {len(r.now_passing)} |")
     named = [(r, "now failing", r.now_failing) for r in rows if r.now_failing]
     named += [(r, "now passing", r.now_passing) for r in rows if r.now_passing]
     if named:

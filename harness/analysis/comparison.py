@@ -64,6 +64,12 @@ class CaseResult:
         return self.status_base is not None and self.status_head is not None
 
     @property
+    def timed_contended(self) -> bool:
+        """Whether either side's timings were taken on a contended machine (they measure the
+        run queue: kept out of every geomean)."""
+        return bool(self.contention) and any(side.get("contended") for side in self.contention.values())
+
+    @property
     def judged(self) -> bool:
         """Whether the comparison said anything about this case: a status change, or a metric
         measured on both sides (a case failing on both sides, or ok without samples, is not)."""
@@ -171,7 +177,7 @@ def _exclusion_reason(case: CaseResult) -> str:
         return "missing: not in head"
     if case.status_base != "ok" or case.status_head != "ok":
         return f"status {case.status_base} -> {case.status_head}"
-    if case.contention and any(side["contended"] for side in case.contention.values()):
+    if case.timed_contended:
         return "machine contended: its timings measure the run queue"
     return ""
 
