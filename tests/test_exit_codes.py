@@ -209,7 +209,24 @@ def test_full_disk_is_exit_3_naming_the_folder(capsys, tmp_path, full_dir, comma
     if "No space left on device" in line:
         assert ("point --out elsewhere" in line) == (command in ("run", "import")), line
     leftovers = [p.name for p in full_dir.rglob("*") if p.is_file() and p.name != "filler" and p.stat().st_size]
-    assert not [n for n in leftovers if not n.endswith(".journal.jsonl")], leftovers  # no half-written output
+    assert not leftovers, leftovers  # no half-written output, no empty journal either
+
+
+def test_a_journal_whose_header_hits_a_full_disk_leaves_no_file_and_no_open_fd(tmp_path, monkeypatch):
+    """SIMULATED ENOSPC at the header's fsync (the tmpfs case of the run above covers the real one)."""
+    from harness.run.journal import Journal
+
+    def no_space(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    path = tmp_path / "runs" / "r.journal.jsonl"
+    monkeypatch.setattr(os, "fsync", no_space)
+    with pytest.raises(OSError, match="No space left"):
+        Journal.create(path, {"run_id": "r"})
+    assert not path.exists()
+    open_fds = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd") if fd.isdigit()
+                and os.path.exists(f"/proc/self/fd/{fd}")]
+    assert not [target for target in open_fds if "r.journal.jsonl" in target], open_fds
 
 
 # ---------------------------------------------------------------- corrupt and half-corrupt stores

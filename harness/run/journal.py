@@ -62,8 +62,12 @@ class Journal:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         journal = cls(path, fd)
         journal._lock()
-        journal._write({"kind": "header", "journal_version": JOURNAL_VERSION, **header})
-        _fsync_dir(path.parent)  # the new file's name survives a crash too
+        try:
+            journal._write({"kind": "header", "journal_version": JOURNAL_VERSION, **header})
+            _fsync_dir(path.parent)  # the new file's name survives a crash too
+        except BaseException:  # disk full at the header: no empty journal left behind, no open fd
+            journal.remove()
+            raise
         return journal
 
     @classmethod
