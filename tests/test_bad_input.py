@@ -305,3 +305,26 @@ def test_the_top_level_help_shows_the_exit_codes_once_with_machine_contended(cap
     text = " ".join(capsys.readouterr().out.split())
     assert text.count("exit codes: 0 ok") == 1, text
     assert "machine contended" in text.split("exit codes: 0 ok")[1].split("130 interrupted")[0]
+
+
+@pytest.mark.parametrize("argv", [
+    ["ab", "--base-python", sys.executable, "--head-python", sys.executable, "-w", "mlp-classic"],
+    ["noise", "-w", "mlp-classic"],
+    ["versions", "--env", "a=python", "-w", "mlp-classic"],
+    ["bisect", "--metric", "latency", "--env", "a=python", "--env", "b=python", "-w", "mlp-classic"],
+])
+def test_warmup_is_taken_and_checked_wherever_cases_run(capsys, tmp_path, argv):
+    from harness.cli.compare import run_options_from
+
+    assert "--warmup" in _refused(capsys, tmp_path, [*argv, "--warmup", "-1"])
+    args = cli.build_parser().parse_args([*argv, "--warmup", "0"])
+    assert run_options_from(args).policy["warmup"] == 0
+
+
+def test_coldstart_takes_out_like_every_command_and_keeps_workdir_hidden(tmp_path):
+    parser = cli.build_parser()
+    assert parser.parse_args(["coldstart", "--out", str(tmp_path)]).workdir == str(tmp_path)
+    assert parser.parse_args(["coldstart", "--workdir", str(tmp_path)]).workdir == str(tmp_path)
+    sub = next(a for a in parser._actions if a.dest == "command").choices["coldstart"]
+    text = sub.format_help()
+    assert "--out DIR" in text and "--workdir" not in text

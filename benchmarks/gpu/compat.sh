@@ -52,7 +52,7 @@ set_b=$(IFS=,; echo "${rest[*]:$half}")
 gpt2_coldstart() {  # tag, rows, budget_s
   timeout -s TERM "$3" "$PY" -m harness coldstart -w gpt2-prefill-logits --workload-file benchmarks/gpu/coldstart_workloads.py \
     --size "$GPT2_SIZE" --dtype "$GPT2_DTYPE" --device "$DEVICE" --batch-size 1 --steady-calls 50 --timeout 150 \
-    --workdir "$WORK/coldstart-$1" \
+    --out "$WORK/coldstart-$1" \
     --rows "$2" --json-file "$WORK/coldstart-$1.json" > "$WORK/coldstart-$1.log" 2>&1
 }
 if [ -n "$SECOND_GPU" ]; then
@@ -76,7 +76,7 @@ for tag in a b c; do
   [ -n "$set" ] && matrix "$tag" "$set" &
 done
 (timeout -s TERM "$PHASE1_S" "$PY" -m harness coldstart -w mlp-deep --size tiny --device "$DEVICE" --steady-calls 50 \
-   --rows "$MLP_ROWS" --timeout 150 --workdir "$WORK/coldstart-mlp-deep" --json-file "$WORK/coldstart-mlp-deep.json" > "$WORK/coldstart-mlp-deep.log" 2>&1; echo "coldstart mlp-deep: exit $?") &
+   --rows "$MLP_ROWS" --timeout 150 --out "$WORK/coldstart-mlp-deep" --json-file "$WORK/coldstart-mlp-deep.json" > "$WORK/coldstart-mlp-deep.log" 2>&1; echo "coldstart mlp-deep: exit $?") &
 if [ -n "$REPRO" ]; then
   (timeout -s TERM "$PHASE1_S" "$PY" benchmarks/gpu/aoti_repro.py $REPRO --device "$DEVICE" > "$WORK/aoti-repro.log" 2>&1;
    echo "aoti repro: exit $?") &

@@ -24,6 +24,7 @@ from harness.cli.common import (
     add_output_options,
     json_targets,
     json_to_stdout,
+    non_negative_int,
     non_negative_seconds,
     positive_int,
     positive_seconds,
@@ -161,6 +162,8 @@ def selection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=positive_seconds, help="seconds per case, > 0")
     p.add_argument("--min-time", type=non_negative_seconds, help="minimum timed seconds per case")
     p.add_argument("--min-samples", type=positive_int, help="minimum samples per variant, >= 1")
+    p.add_argument("--warmup", type=non_negative_int,
+                   help="untimed calls per variant before sampling, >= 0 (default: the suite's, else 3), as in run")
     p.add_argument("--out", default="results", help="output folder")
     p.add_argument("--label", default="", help="label stored in the runs")
 
@@ -275,6 +278,8 @@ def run_options_from(args: argparse.Namespace):
         policy["min_time_s"] = args.min_time
     if args.min_samples is not None:
         policy["min_samples"] = args.min_samples
+    if args.warmup is not None:
+        policy["warmup"] = args.warmup
     opts = RunOptions(suite=args.suite, workloads=split_values(args.workload), workload_files=args.workload_file,
                       scenarios=split_values(args.scenario), compilers=split_values(args.compiler), devices=split_values(args.device),
                       dtypes=split_values(args.dtype), batch_sizes=batch_sizes(split_values(args.batch_size)),

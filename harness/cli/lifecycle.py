@@ -49,8 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                   "aot_compile_warm,aoti")
     p.add_argument("--steady-calls", type=positive_int, default=30)
     p.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds per process, > 0")
-    p.add_argument("--workdir", metavar="DIR", help="keep artifacts, caches and each row's result JSON here "
-                                                     "(default: a temporary folder, removed at the end)")
+    p.add_argument("--out", dest="workdir", metavar="DIR", help="output folder: keep artifacts, caches and each "
+                   "row's result JSON here (default: a temporary folder, removed at the end)")
+    p.add_argument("--workdir", dest="workdir", help=argparse.SUPPRESS)  # the old spelling of --out
     p.add_argument("--allow-skips", action="store_true", help=ALLOW_SKIPS_HELP)
     add_output_options(p, "the full result", json_file=True)
     p.set_defaults(func=cmd_coldstart)
