@@ -14,6 +14,7 @@ from harness.run import runner
 from harness.run.journal import journal_path
 from harness.run.runner import LOG_TAIL_BYTES
 from harness.run.store import HistoryStore
+from tests.procs import alive
 
 FAULTS = Path(__file__).resolve().parent / "faults"
 FAULT_FILES = sorted(str(p) for p in FAULTS.glob("*.py"))
@@ -35,15 +36,6 @@ def _cuda() -> bool:
     import torch
 
     return torch.cuda.is_available()
-
-
-def _alive(pid: int) -> bool:
-    """Running, as opposed to gone or a zombie waiting for init to reap it."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _pids(path: Path) -> list[int]:
@@ -112,7 +104,7 @@ def test_processes_left_behind_are_killed(fault_run):
     run, _, pidfile = fault_run
     pids = _pids(pidfile)
     assert len(pids) == 2  # one child in the worker's session, one escaped with setsid
-    assert not [p for p in pids if _alive(p)]
+    assert not [p for p in pids if alive(p)]
     children = _by_workload(run)["fault-leave-children"]
     assert children.worker["escaped_processes_killed"] == 1
     assert any("outside its session" in n for n in children.notes)
@@ -131,7 +123,7 @@ def test_hang_times_out_and_its_tree_is_killed_exit_code_1(tmp_path, monkeypatch
     assert record.status == "timeout" and "--timeout 30s" in record.error["message"]
     pids = _pids(pidfile)
     assert pids, "the hang never started (worker start took the whole timeout?)"
-    assert not [p for p in pids if _alive(p)]
+    assert not [p for p in pids if alive(p)]
 
 
 def test_memory_cap_applies_to_cpu_cases_only():

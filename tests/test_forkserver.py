@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.run import runner
+from tests.procs import alive
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY = {"min_time_s": 0.05, "min_samples": 5, "max_samples": 50, "warmup": 1, "max_time_s": 2.0}
@@ -156,14 +157,6 @@ def hang(ctx):
 '''
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 @pytest.mark.slow
 def test_a_forked_case_keeps_its_isolation(tmp_path, monkeypatch):
     faults = tmp_path / "fs_faults.py"
@@ -180,7 +173,7 @@ def test_a_forked_case_keeps_its_isolation(tmp_path, monkeypatch):
     assert by["fs-fork-escape"].status == "ok"
     assert by["fs-fork-escape"].worker["escaped_processes_killed"] == 1  # found by the server's token
     (escapee,) = [int(p) for p in pids.read_text().split()]
-    assert not _alive(escapee)
+    assert not alive(escapee)
     assert by["fs-segfault"].status == "crashed" and "SIGSEGV" in by["fs-segfault"].error["message"]
     assert by["fs-segfault"].worker["returncode"] == -11
     assert by["fs-hang"].status == "timeout"
