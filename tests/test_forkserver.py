@@ -8,11 +8,12 @@ import os
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
 
-from harness.run import runner
+from harness.run import forkserver, runner
 from tests.procs import alive
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +29,7 @@ import json, os, sys, tempfile
 sentinel = tempfile.mkdtemp(prefix="cb-sentinel-")
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = sentinel
 from harness.run.forkserver import PRELOAD, preload, repoint_caches, warm_isa
-loaded, failed, _ = preload(PRELOAD)
+loaded = preload(PRELOAD)["preloaded"]
 del os.environ["TORCHINDUCTOR_CACHE_DIR"]
 isa = warm_isa(sys.argv[1])
 
@@ -213,3 +214,74 @@ def test_sweep_and_coldstart_go_through_the_one_launch(tmp_path, monkeypatch):
     (row,) = cold["rows"]
     assert row["status"] == "ok" and row["import_s"] > 0.05  # spawned: the imports are part of a cold start
     assert seen == ["harness.experiments.shapes:run_policy_task", "harness.experiments.lifecycle:run_step_task"]
+
+
+# A stand-in for a module that starts the CUDA driver at import: it really maps a file named
+# libcuda.so.1 into the process, which is what the server's driver check reads (/proc/self/maps)
+FAKE_DRIVER_MODULE = """
+import mmap, os, tempfile
+_path = os.path.join(tempfile.mkdtemp(prefix="cb-fake-driver-"), "libcuda.so.1")
+with open(_path, "wb") as fh:
+    fh.write(b"x" * mmap.PAGESIZE)
+_fh = open(_path, "rb")
+MAPPED = mmap.mmap(_fh.fileno(), mmap.PAGESIZE, prot=mmap.PROT_READ)
+"""
+
+
+def _start_server(tmp_path: Path, preload: str) -> tuple[subprocess.Popen, dict]:
+    (tmp_path / "fake_driver_mod.py").write_text(FAKE_DRIVER_MODULE)
+    env = {**_env(), "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"}
+    proc = subprocess.Popen([sys.executable, "-m", "harness.run.forkserver", f"--preload={preload}"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    assert proc.stdout is not None
+    return proc, json.loads(proc.stdout.readline())
+
+
+def _stop(proc: subprocess.Popen) -> str:
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.close()
+    proc.wait(timeout=60)
+    return proc.stderr.read().decode()
+
+
+def test_a_module_that_maps_the_driver_is_left_out_and_the_server_starts_again(tmp_path):
+    proc, info = _start_server(tmp_path, "json,fake_driver_mod,csv")
+    log = _stop(proc)
+    assert info["driver_loaded_by"] is None and info["cuda_loaded"] is False, info
+    assert info["skipped_for_driver"] == ["fake_driver_mod"]
+    assert info["preloaded"] == ["json", "csv"]  # the rest is still preloaded
+    assert "fake_driver_mod mapped the CUDA driver at import" in log
+
+
+def test_a_server_that_cannot_do_without_the_culprit_says_so_and_stays(tmp_path):
+    # "torch" is essential: a server without it is no use, so it stays and refuses CUDA cases
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(FAKE_DRIVER_MODULE)
+    proc, info = _start_server(tmp_path, "torch,json")
+    _stop(proc)
+    assert info["driver_loaded_by"] == "torch" and info["cuda_loaded"] is True, info
+    assert info["skipped_for_driver"] == [] and info["preloaded"] == ["torch"]
+
+
+def test_restarts_stop_at_the_limit_and_never_drop_an_essential_module():
+    info = {"driver_loaded_by": "diffusers"}
+    assert forkserver.restart_without(info, []) == ["diffusers"]
+    assert forkserver.restart_without(info, ["diffusers"]) is None  # skipped already: nothing left to try
+    assert forkserver.restart_without(info, [f"m{i}" for i in range(forkserver.MAX_RESTARTS)]) is None
+    assert forkserver.restart_without({"driver_loaded_by": "torch"}, []) is None
+    assert forkserver.restart_without({"driver_loaded_by": None}, []) is None
+
+
+def test_device_queries_during_the_imports_go_through_the_device_module(monkeypatch):
+    import torch
+
+    calls = []
+    fake = types.SimpleNamespace(is_available=lambda: calls.append("is_available") or True,
+                                 device_count=lambda: calls.append("device_count") or 3)
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda check_available=False: torch.device("cuda"))
+    monkeypatch.setattr(torch, "get_device_module", lambda device: fake)
+    before = torch.accelerator.is_available
+    with forkserver.fork_safe_device_queries():
+        assert torch.accelerator.is_available() is True and torch.accelerator.device_count() == 3
+    assert calls == ["is_available", "device_count"]
+    assert torch.accelerator.is_available is before  # restored

@@ -8,8 +8,14 @@
 #
 # The run lives in $DIR (default /tmp/cb-bench-gpu, outside the per-call $OUT, which each call
 # gets empty); `collect` prints the log tail, the wall time and the phase table
-# (benchmarks/gpu/phase_table.py) and copies everything to $OUT/bench-gpu/.
+# (benchmarks/gpu/phase_table.py) and brings back $OUT/bench-gpu.tgz (the run's files without
+# the clone and venvs), the run file and the phase table.
 # EXTRA passes flags to `run` (EXTRA=--no-preload: the old spawn path, for the before/after).
+# TOX=1: the newcomer's path instead, `python3 -m tox -e bench-gpu` in a copy of the tree
+# without its .git, .tox, results and reports (a clean clone's files), tox installed into
+# its own venv and pip pointed at the carried wheels (WHEELS, default ./.whl: tox and its
+# needs, setuptools for the build, diffusers, ruptures); wall.json then counts the env build
+# too. If the env cannot be built, it says so in the log and runs the suite directly.
 set -uo pipefail
 DIR="${DIR:-/tmp/cb-bench-gpu}"
 PY="${PYTHON:-python3}"
@@ -19,10 +25,22 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TRANSFORMER
 case "${1:-}" in
   start)
     rm -rf "$DIR"; mkdir -p "$DIR/results"
+    RUN_ARGS="--out $DIR/results --no-ingest --label bench-gpu $EXTRA"
+    if [ "${TOX:-0}" = 1 ]; then
+      WHEELS="$(cd "${WHEELS:-.whl}" && pwd)"
+      mkdir -p "$DIR/clone"
+      tar --exclude=./.git --exclude=./.tox --exclude=./results/runs --exclude=./reports --exclude=./.whl -cf - . \
+        | tar -xf - -C "$DIR/clone"
+      TOXENV="env -u PYTHONPATH PIP_NO_INDEX=1 PIP_FIND_LINKS=$WHEELS $DIR/toxvenv/bin/tox -e bench-gpu"
+      CMD="if cd $DIR/clone && $PY -m venv $DIR/toxvenv && $DIR/toxvenv/bin/pip install -q --no-index --find-links $WHEELS tox \
+        && $TOXENV --notest; then $TOXENV -- $RUN_ARGS; \
+        else echo 'tox env could not be built: running the suite directly'; cd $PWD && $PY -m harness run --suite gpu --device cuda $RUN_ARGS; fi"
+    else
+      CMD="$PY -m harness run --suite gpu --device cuda $RUN_ARGS"
+    fi
+    echo "$CMD" > "$DIR/command.txt"
     # setsid + nohup: its own session, so the end of the call does not take the run with it
-    # shellcheck disable=SC2086
-    setsid nohup bash -c "s=\$(date +%s); \"$PY\" -m harness run --suite gpu --device cuda --out \"$DIR/results\" \
-      --no-ingest --label bench-gpu $EXTRA > \"$DIR/gpu-run.log\" 2>&1; rc=\$?; \
+    setsid nohup bash -c "s=\$(date +%s); ( $CMD ) > \"$DIR/gpu-run.log\" 2>&1; rc=\$?; \
       echo \"{\\\"rc\\\": \$rc, \\\"wall_s\\\": \$((\$(date +%s) - s))}\" > \"$DIR/wall.json\"" \
       < /dev/null > /dev/null 2>&1 &
     sleep 5; echo "started in $DIR:"; tail -n 3 "$DIR/gpu-run.log" 2>/dev/null
@@ -37,7 +55,12 @@ case "${1:-}" in
     else
       echo "still running after ${WAIT_S}s of waiting; collect again"
     fi
-    if [ -n "${OUT:-}" ]; then mkdir -p "$OUT/bench-gpu" && cp -r "$DIR"/. "$OUT/bench-gpu/"; fi
+    # $OUT brings back 8 files at most: the run's files as one archive (the clone and the
+    # venvs stay behind), the run file(s) and the phase table also as plain files
+    if [ -n "${OUT:-}" ]; then
+      tar -czf "$OUT/bench-gpu.tgz" -C "$DIR" --exclude=./clone --exclude=./toxvenv . 2>/dev/null
+      cp "$DIR"/results/runs/*.json "$OUT/" 2>/dev/null; cp "$DIR/phase-table.txt" "$OUT/" 2>/dev/null
+    fi
     [ -f "$DIR/wall.json" ]
     ;;
   *) echo "usage: $0 start|collect" >&2; exit 2 ;;

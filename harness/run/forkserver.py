@@ -3,8 +3,10 @@ a case starts in a fraction of a second instead of paying the imports again.
 
 Why it is still a fresh, cold process per case (DESIGN.md's protocol):
 - the server imports modules and nothing else: no tensor op (so no OpenMP pool), no CUDA
-  (imports run with `PYTORCH_NVML_BASED_CUDA_CHECK=1`, and a server that finds the CUDA
-  driver loaded anyway refuses CUDA cases), nothing compiled;
+  (imports run with `PYTORCH_NVML_BASED_CUDA_CHECK=1` and `fork_safe_device_queries`; the
+  server looks for libcuda after each import, and a module that mapped it is left out: the
+  server starts again without it (`--skip`), so CUDA cases still fork; where even that
+  fails, e.g. `import torch` itself maps it, the server refuses CUDA cases), nothing compiled;
 - `TORCHINDUCTOR_CACHE_DIR` points at an empty sentinel folder while the server imports.
   After the imports the folder must still be empty (nothing written) and the only
   import-time copy of the path is Dynamo's `DynamoCache` prefix (a module-level
@@ -55,6 +57,9 @@ PER_CASE_ENV = frozenset({CACHE_ENV, TOKEN_ENV, PARENT_ENV, SERVER_TOKEN_ENV})
 # imported once by the server, in this order; a module that is not installed is left out (and listed)
 PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "transformers", "diffusers", "suites",
            "harness.measure.worker")
+# a server that loses one of these to the driver check is of no use: it stays, and refuses CUDA cases
+ESSENTIAL = frozenset({"torch", "harness.measure.worker"})
+MAX_RESTARTS = 4  # each skipped module costs one more import pass, once per run
 READY_TIMEOUT_S = 600.0
 NO_PRELOAD_ENV = "COMPILEBENCH_NO_PRELOAD"
 
@@ -66,31 +71,74 @@ class ForkServerError(RuntimeError):
 # ----------------------------------------------------------------------------- server side
 
 
-def preload(modules: Sequence[str]) -> tuple[list[str], dict[str, str], float]:
-    """Import `modules` (and the suites' workload modules); returns (imported, failed, seconds).
-    A module that fails is left out: the case that needs it imports it (and fails) itself."""
+def preload(modules: Sequence[str], skip: Sequence[str] = ()) -> dict[str, Any]:
+    """Import `modules` (and the suites' workload modules) except `skip`; returns what was
+    imported, what failed, the seconds, and the first module after whose import the CUDA
+    driver was mapped (`driver_loaded_by`; the imports stop there: the server is spoilt
+    for CUDA). A module that fails is left out: the case that needs it imports it itself."""
     import importlib
 
     started = time.perf_counter()
     done: list[str] = []
     failed: dict[str, str] = {}
-
-    def load(name: str) -> None:
+    names = [name for name in modules if name not in skip]
+    driver_loaded_by = None
+    index = 0
+    while index < len(names) and driver_loaded_by is None:
+        name = names[index]
+        index += 1
         try:
             importlib.import_module(name)
         except Exception as exc:  # noqa: BLE001 - not installed, or broken: the case will say so
             failed[name] = f"{type(exc).__name__}: {str(exc)[:200]}"
-            return
+            continue
         done.append(name)
+        if cuda_driver_loaded():
+            driver_loaded_by = name
+        elif name == "suites":
+            from suites import WORKLOAD_MODULES
 
-    for name in modules:
-        load(name)
-    if "suites" in done:
-        from suites import WORKLOAD_MODULES
+            names[index:index] = [m for m in WORKLOAD_MODULES if m not in skip and m not in names]
+    return {"preloaded": done, "preload_failed": failed, "import_s": round(time.perf_counter() - started, 3),
+            "driver_loaded_by": driver_loaded_by}
 
-        for name in WORKLOAD_MODULES:
-            load(name)
-    return done, failed, time.perf_counter() - started
+
+@contextmanager
+def fork_safe_device_queries() -> Iterator[None]:
+    """While the server imports, answer `torch.accelerator.is_available()`/`device_count()`
+    through the device module's own functions, which on CUDA count devices through NVML
+    (with PYTORCH_NVML_BASED_CUDA_CHECK=1) instead of starting the driver. Why: diffusers
+    asks `torch.accelerator.is_available()` at import (diffusers.utils.torch_utils
+    `torch_device = get_device()`), and older torch answers it with a driver device count,
+    which maps libcuda and makes every later fork unsafe for CUDA (the H200 runs of
+    2026-12-01 fell back to spawn for every case). Restored when the imports are done."""
+    accelerator = getattr(sys.modules.get("torch"), "accelerator", None)
+    if accelerator is None or not hasattr(accelerator, "current_accelerator"):
+        yield
+        return
+    original = {name: getattr(accelerator, name) for name in ("is_available", "device_count")
+                if hasattr(accelerator, name)}
+
+    def device_module() -> Any:
+        import torch
+
+        current = accelerator.current_accelerator()  # compile-time answer: no driver call
+        return None if current is None else torch.get_device_module(current)
+
+    def is_available() -> bool:
+        module = device_module()
+        return bool(module is not None and module.is_available())
+
+    def device_count() -> int:
+        module = device_module()
+        return 0 if module is None else int(module.device_count())
+
+    accelerator.is_available, accelerator.device_count = is_available, device_count
+    try:
+        yield
+    finally:
+        for name, fn in original.items():
+            setattr(accelerator, name, fn)
 
 
 def cuda_driver_loaded() -> bool:
@@ -132,13 +180,21 @@ def warm_isa(isa_cache_dir: str) -> dict[str, Any]:
     return probe
 
 
-def _serve_preload(isa_cache_dir: str | None) -> dict[str, Any]:
+def _serve_preload(isa_cache_dir: str | None, skip: Sequence[str] = (),
+                   modules: Sequence[str] = PRELOAD) -> dict[str, Any]:
     sentinel = tempfile.mkdtemp(prefix="cb-preload-cache-")
     os.environ[CACHE_ENV] = sentinel
     nvml = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # a CUDA availability check during imports must not cuInit
     try:
-        modules, failed, seconds = preload(PRELOAD)
+        loaded = preload(modules[:1], skip)  # torch first: the shim below patches it
+        with fork_safe_device_queries():
+            rest = preload(modules[1:], skip) if loaded["driver_loaded_by"] is None else None
+        if rest is not None:
+            loaded = {"preloaded": loaded["preloaded"] + rest["preloaded"],
+                      "preload_failed": {**loaded["preload_failed"], **rest["preload_failed"]},
+                      "import_s": round(loaded["import_s"] + rest["import_s"], 3),
+                      "driver_loaded_by": rest["driver_loaded_by"]}
     finally:
         if nvml is None:
             del os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"]
@@ -149,14 +205,36 @@ def _serve_preload(isa_cache_dir: str | None) -> dict[str, Any]:
     if not written:
         os.rmdir(sentinel)
     isa = warm_isa(isa_cache_dir) if isa_cache_dir else None
-    torch = sys.modules.get("torch")
-    cuda_started = bool(torch is not None and torch.cuda.is_initialized())
+    cuda = getattr(sys.modules.get("torch"), "cuda", None)
+    cuda_started = bool(cuda is not None and cuda.is_initialized())
     # no gc.freeze(): frozen import objects cut the garbage collector's share of a compile
     # (mlp-deep train, tiny: 1.21 s of gc in a spawned worker, 1.31 s forked, 0.75 s forked
     # and frozen), which would bias compile times low against every earlier run
-    return {"ready": True, "pid": os.getpid(), "preloaded": modules, "preload_failed": failed,
-            "import_s": round(seconds, 3), "isa_probe": isa,
-            "cuda_loaded": cuda_started or cuda_driver_loaded(), "cache_written": written[:5]}
+    return {"ready": True, "pid": os.getpid(), **loaded, "skipped_for_driver": list(skip),
+            "isa_probe": isa, "cuda_loaded": cuda_started or cuda_driver_loaded(), "cache_written": written[:5]}
+
+
+def restart_without(info: dict[str, Any], skip: Sequence[str]) -> list[str] | None:
+    """The skip list a new server should start with, or None to keep this one: the module
+    that mapped the driver is left out, unless the server cannot do without it or the
+    restarts are spent."""
+    culprit = info.get("driver_loaded_by")
+    if not culprit or culprit in ESSENTIAL or culprit in skip or len(skip) >= MAX_RESTARTS:
+        return None
+    return [*skip, culprit]
+
+
+def parse_server_args(argv: Sequence[str]) -> tuple[str | None, list[str], tuple[str, ...]]:
+    """[ISA_CACHE_DIR] [--skip=A,B] [--preload=A,B] (the last for tests: the modules to import)."""
+    isa, skip, modules = None, [], PRELOAD
+    for arg in argv:
+        if arg.startswith("--skip="):
+            skip = [m for m in arg[len("--skip="):].split(",") if m]
+        elif arg.startswith("--preload="):
+            modules = tuple(m for m in arg[len("--preload="):].split(",") if m)
+        else:
+            isa = arg
+    return isa, skip, modules
 
 
 def _child(request: dict[str, Any], ctrl: Sequence[int], sync_w: int, server_pid: int) -> None:
@@ -235,13 +313,27 @@ def _fork_case(request: dict[str, Any], ctrl_in: int, ctrl_out: int) -> None:
 
 def serve(argv: Sequence[str]) -> int:
     """The server's loop: preload, say ready, then one case at a time until stdin closes.
-    argv: [ISA_CACHE_DIR] to settle the CPU ISA probe once (CPU cases)."""
+    argv: see parse_server_args; ISA_CACHE_DIR settles the CPU ISA probe once (CPU cases)."""
     from harness.run.isolation import die_with_parent
 
     die_with_parent()
+    isa, skip, modules = parse_server_args(argv)
     ctrl_in, ctrl_out = os.dup(0), os.dup(1)
     os.dup2(2, 1)  # stray prints from imports go to the server's log, never into the control pipe
-    _send(ctrl_out, _serve_preload(argv[0] if argv else None))
+    info = _serve_preload(isa, skip, modules)
+    again = restart_without(info, skip)
+    if again is not None:
+        # a fresh interpreter without the module that mapped the driver; the control pipe
+        # goes back on 0/1 (the dups are close-on-exec), the log stays on 2
+        os.dup2(ctrl_in, 0)
+        os.dup2(ctrl_out, 1)
+        kept = [arg for arg in argv if not arg.startswith("--skip=")]
+        sys.stderr.write(f"forkserver: {info['driver_loaded_by']} mapped the CUDA driver at import; "
+                         f"starting again without it\n")
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, "-m", "harness.run.forkserver", *kept,
+                                  "--skip=" + ",".join(again)])
+    _send(ctrl_out, info)
     reader = os.fdopen(ctrl_in, "r", closefd=False)
     for line in reader:
         if line.strip():
@@ -390,7 +482,8 @@ class ServerPool:
         return server
 
     def describe(self) -> list[dict[str, Any]]:
-        return [{**{k: s.info.get(k) for k in ("preloaded", "preload_failed", "import_s", "isa_probe", "cuda_loaded")},
+        return [{**{k: s.info.get(k) for k in ("preloaded", "preload_failed", "import_s", "isa_probe", "cuda_loaded",
+                                              "driver_loaded_by", "skipped_for_driver")},
                  "python": key[0],
                  "broken": s.broken} for key, s in self.servers.items()]
 

@@ -428,7 +428,8 @@ def _server_for(spec: WorkerSpec, python: str, env: dict[str, str], trace_dir: P
     if server.broken:
         return None, {"start": "spawn", "start_note": f"fork server unusable: {server.broken}"[:300]}
     if server.info.get("cuda_loaded") and not device.startswith("cpu"):
-        return None, {"start": "spawn", "start_note": "the fork server loaded the CUDA driver while importing"}
+        culprit = server.info.get("driver_loaded_by") or "its imports"
+        return None, {"start": "spawn", "start_note": f"the fork server loaded the CUDA driver while importing {culprit}"}
     return server, {"start": "preloaded"}
 
 
