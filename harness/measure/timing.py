@@ -92,12 +92,18 @@ def measure_interleaved(
     inner: dict[str, int] | None = None,
     after_round: Callable[[float], None] | None = None,
     cpu_samples: dict[str, list[float]] | None = None,
+    before_sample: Callable[[str], None] | None = None,
+    after_sample: Callable[[str], None] | None = None,
 ) -> dict[str, list[float]]:
     """Return raw per-call seconds per variant. Order alternates every round (ABBA...) so
     neither variant always runs right after the other. `after_round(seconds timed in the
     round)` runs between rounds, outside every timed region (the machine-speed probe).
     `cpu_samples`, when given, receives each sample's process CPU seconds from timers that
-    report them (`last_cpu_s`), index-aligned with the wall samples."""
+    report them (`last_cpu_s`), index-aligned with the wall samples.
+    `before_sample(variant)` and `after_sample(variant)` run right before and right after
+    each timed sample, outside the timer: the before-hook after the previous round's
+    `after_round`, so what that hook does is never inside a before/after pair (the worker
+    reads the allocator's peak memory of each sample this way)."""
     names = list(variants)
     for name in names:
         for _ in range(policy.warmup):
@@ -111,7 +117,11 @@ def measure_interleaved(
         order = names if round_no % 2 == 0 else names[::-1]
         round_s = 0.0
         for name in order:
+            if before_sample is not None:
+                before_sample(name)
             seconds = timer(variants[name], inner[name])
+            if after_sample is not None:
+                after_sample(name)
             samples[name].append(seconds)
             cpu = getattr(timer, "last_cpu_s", None)
             if cpu_samples is not None and cpu is not None:

@@ -2,7 +2,8 @@
 
 Protocol (DESIGN.md): CPU ISA probe before any clock -> build -> eager first call ->
 compiled first call (cold compile, the parent gave us an empty Inductor cache) -> accuracy
--> interleaved warm-up and timed rounds -> memory in its own pass. Every failure becomes a
+-> interleaved warm-up and timed rounds -> memory: the allocator's peak read around the
+timed samples where it resets exactly (GPUs), else a pass of its own. Every failure becomes a
 status with the phase, type, message and traceback; the parent turns crashes and
 timeouts (which leave no record) into statuses of their own.
 
@@ -78,6 +79,7 @@ class CaseState:
     inner: dict[str, int] = field(default_factory=dict)
     samples: dict[str, list[float]] = field(default_factory=dict)
     cpu_samples: dict[str, list[float]] = field(default_factory=dict)  # process CPU seconds, aligned with samples
+    round_peaks: RoundPeaks | None = None  # peak memory read around the timed samples, where it can be
     break_costs: dict[str, Any] | None = None
 
     @property
@@ -189,7 +191,64 @@ def memory_pass(device: Any, fn: Callable[[], Any], calls: int = 3) -> Memory:
     device.synchronize()
     peak = device.peak_memory()
     return Memory(peak_memory_bytes=peak, peak_memory_delta_bytes=(peak - baseline) if peak is not None else None,
-                  memory_kind=device.memory_kind)
+                  memory_kind=device.memory_kind, memory_source="pass")
+
+
+# memory kinds whose peak is an allocator counter that resets exactly and counts only this
+# process's allocations: read around each timed sample instead of in a pass of its own.
+# Not the host RSS high-water mark (page-granular, and the probe's threads and numpy
+# buffers are in it too) nor MPS's sampled lower bound.
+ROUND_PEAK_KINDS = ("device_allocator",)
+
+
+def folds_memory(device: Any) -> bool:
+    """Whether the memory phase can take its figures from the timed rounds on `device`."""
+    return device.memory_kind in ROUND_PEAK_KINDS
+
+
+class RoundPeaks:
+    """Peak memory per variant from its timed samples (measure_interleaved's before/after
+    sample hooks): the peak is reset right before each sample, after the between-rounds
+    hooks (the GPU probe allocates), and read right after the sample's sync, both outside
+    the timer. Keeps per variant the highest peak and its rise over the bytes in use at
+    that reset: what memory_pass reports, over every timed call instead of 3 more.
+
+    `resident_bytes`: bytes held through the rounds that are not the case's (the GPU
+    probe's buffers, allocated before the first sample, freed when measure ends, so the
+    pass never saw them); subtracted from the peak, never from the rise."""
+
+    def __init__(self, device: Any, resident_bytes: int = 0, clock: Clock = time.perf_counter_ns):
+        self.device = device
+        self.resident_bytes = resident_bytes
+        self.clock = clock
+        self.spent_s = 0.0  # seconds in the resets and reads (between samples, never timed)
+        self.reads: dict[str, int] = {}
+        self._best: dict[str, tuple[int, int]] = {}  # variant -> (peak, rise over its baseline)
+        self._baseline = 0
+
+    def before(self, name: str) -> None:
+        start = self.clock()
+        self._baseline = self.device.reset_peak_memory()
+        self.spent_s += (self.clock() - start) / 1e9
+
+    def after(self, name: str) -> None:
+        start = self.clock()
+        peak = self.device.peak_memory()
+        self.spent_s += (self.clock() - start) / 1e9
+        if peak is None:
+            return
+        self.reads[name] = self.reads.get(name, 0) + 1
+        best = self._best.get(name)
+        if best is None or peak > best[0]:
+            self._best[name] = (peak, peak - self._baseline)
+
+    def memory(self, name: str) -> Memory | None:
+        """The variant's figures, or None when no sample's peak was read (take a pass)."""
+        if name not in self._best:
+            return None
+        peak, delta = self._best[name]
+        return Memory(peak_memory_bytes=peak - self.resident_bytes, peak_memory_delta_bytes=delta,
+                      memory_kind=self.device.memory_kind, memory_source="rounds")
 
 
 def classify_exception(exc: BaseException, phase: str) -> str:
@@ -344,7 +403,13 @@ def measure(state: CaseState) -> None:
     state.warm_snapshot = state.observer.snapshot() if state.observer else None
     state.inner = {name: calibrate_inner(timer, fn, policy.target_sample_s) for name, fn in state.variants.items()}
     threads = case_threads(device)
+    before_probe = _in_use_bytes(device)
     probe = _start_probe(state.spec, device, timer, state.clock, threads)
+    peaks = None
+    if before_probe is not None:
+        # what the probe keeps allocated through the rounds (its GEMM operands, copy buffers)
+        peaks = RoundPeaks(device, resident_bytes=device.reset_peak_memory() - before_probe, clock=state.clock)
+    state.round_peaks = peaks
     state.cpu_samples = {}
     # contention (harness/measure/contention.py): schedstat read before, between and after the rounds
     meter = ContentionMeter(threads).start()
@@ -355,13 +420,24 @@ def measure(state: CaseState) -> None:
             hook(seconds)
 
     state.samples = measure_interleaved(state.variants, timer, replace(policy, warmup=0), state.clock, state.inner,
-                                        after_round=between_rounds, cpu_samples=state.cpu_samples)
+                                        after_round=between_rounds, cpu_samples=state.cpu_samples,
+                                        before_sample=peaks.before if peaks else None,
+                                        after_sample=peaks.after if peaks else None)
     state.record.metrics[CONTENTION_KEY] = meter.stop()
     if isinstance(probe, ProbeSchedule):
         state.record.metrics[PROBE_KEY] = probe.probe.to_dict(probe.timed_s)
         probe.probe.close()
     elif probe:
         state.record.metrics[PROBE_KEY] = {"error": probe}
+
+
+def _in_use_bytes(device: Any) -> int | None:
+    """Bytes in use before the rounds, garbage collected as memory_pass does, on a device
+    whose peak the rounds can read (folds_memory); None elsewhere."""
+    if not folds_memory(device):
+        return None
+    gc.collect()
+    return device.reset_peak_memory()
 
 
 def case_threads(device: Any) -> int:
@@ -389,14 +465,19 @@ def _start_probe(spec: WorkerSpec, device: Any, timer: Any, clock: Clock,
 
 
 def memory(state: CaseState) -> None:
-    """Peak memory per variant in a pass of its own; with the samples, the timing blocks."""
-    mem = {name: memory_pass(state.device, fn) for name, fn in state.variants.items()}
+    """Peak memory per variant: from the timed rounds where they read it (RoundPeaks), else
+    in a pass of its own (CPU, MPS); with the samples, the timing blocks."""
+    mem = {name: _folded_memory(state, name) or memory_pass(state.device, fn) for name, fn in state.variants.items()}
     record = state.record
     record.eager = _variant_block(state.samples["eager"], state.eager_first_s, state.inner["eager"], mem["eager"],
                                   state.cpu_samples.get("eager"))
     if state.compiled_first_s is not None:
         record.compiled = _variant_block(state.samples["compiled"], state.compiled_first_s,
                                          state.inner["compiled"], mem["compiled"], state.cpu_samples.get("compiled"))
+
+
+def _folded_memory(state: CaseState, name: str) -> Memory | None:
+    return state.round_peaks.memory(name) if state.round_peaks is not None else None
 
 
 def break_cost(state: CaseState) -> None:

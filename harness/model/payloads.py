@@ -148,18 +148,21 @@ class ErrorInfo(Payload):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Memory(Payload):
-    """Peak memory of a variant, from its own pass: bytes, the rise over the baseline before
-    the pass, and what was measured (allocator peak, host RSS high-water mark)."""
+    """Peak memory of a variant: bytes, the rise over the baseline before the calls, what
+    was measured (allocator peak, host RSS high-water mark), and where it was read
+    (`memory_source`: "rounds", around the timed samples; "pass", a pass of its own; None
+    in files written before the field existed, which all came from a pass)."""
 
     peak_memory_bytes: int | None = checked(NUMBER)
     peak_memory_delta_bytes: int | None = checked(NUMBER)
     memory_kind: str | None = checked(TEXT)
+    memory_source: str | None = checked(TEXT)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Timing(Payload):
     """One variant (eager or compiled): raw per-call samples, the first (compiling) call,
-    the calls batched per sample, the summary statistics, and its memory pass. On disk the
+    the calls batched per sample, the summary statistics, and its peak memory. On disk the
     memory figures sit flat beside the samples (v1), here they are `memory`."""
 
     samples_s: list[float] | None = checked(LIST)
@@ -169,6 +172,7 @@ class Timing(Payload):
     peak_memory_bytes: int | None = checked(NUMBER)
     peak_memory_delta_bytes: int | None = checked(NUMBER)
     memory_kind: str | None = None
+    memory_source: str | None = checked(TEXT)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "record.timing") -> Timing:

@@ -1,0 +1,256 @@
+"""The memory phase folded into the timed rounds (harness/measure/worker.py RoundPeaks):
+a fake allocator device whose peak counter the variants' calls raise, the worker's real
+measure() and memory() phases on it, and the real CPU path, where the pass stays."""
+
+from __future__ import annotations
+
+import pytest
+
+import harness.measure.worker as worker
+from harness.measure.devices import CpuDevice, Device
+from harness.measure.probe import MachineProbe, ProbeKernel
+from harness.measure.spec import WorkerSpec
+from harness.measure.timing import HostTimer, StopPolicy, measure_interleaved
+from harness.model.payloads import Timing
+from harness.model.schema import Case, Record
+
+MiB = 1 << 20
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.ns = 0
+
+    def __call__(self) -> int:
+        return self.ns
+
+    def advance(self, seconds: float) -> None:
+        self.ns += int(seconds * 1e9)
+
+
+class Buffer:
+    """Device bytes held while the object lives, freed when it is collected (as a tensor)."""
+
+    def __init__(self, device: FakeAllocator, nbytes: int) -> None:
+        self.device, self.nbytes = device, nbytes
+        device.in_use += nbytes
+        device.peak = max(device.peak, device.in_use)
+
+    def __del__(self) -> None:
+        self.device.in_use -= self.nbytes
+
+
+class FakeAllocator(Device):
+    """A caching allocator's counters: bytes in use, and a peak that only a reset lowers."""
+
+    type = "fakegpu"
+    has_events = False
+
+    def __init__(self) -> None:
+        super().__init__(0)
+        self.in_use = 0
+        self.peak = 0
+        self.resets = 0
+        self.blind = False  # the next peak read returns None (a counter that could not be read)
+
+    @property
+    def torch_name(self) -> str:
+        return "fakegpu:0"
+
+    def transient(self, nbytes: int) -> None:
+        Buffer(self, nbytes)  # allocated and freed at once: only the peak remembers it
+
+    def reset_peak_memory(self) -> int:
+        self.resets += 1
+        self.peak = self.in_use
+        return self.in_use
+
+    def peak_memory(self) -> int | None:
+        if self.blind:
+            self.blind = False
+            return None
+        return self.peak
+
+    @property
+    def memory_kind(self) -> str:
+        return "device_allocator"
+
+
+def variant(device: FakeAllocator, clock: FakeClock, rises: list[int], seconds: float = 0.01):
+    """A call that allocates rises[i] bytes on its i-th call (the last one repeated), then frees them."""
+    calls = [0]
+
+    def call() -> None:
+        device.transient(rises[min(calls[0], len(rises) - 1)])
+        calls[0] += 1
+        clock.advance(seconds)
+
+    return call
+
+
+PROBE_RESIDENT = 68 * MiB  # the GPU probe's operands and copy buffers, held through the rounds
+PROBE_TRANSIENT = 500 * MiB  # what one probe sample allocates and frees
+METER_TRANSIENT = 900 * MiB
+
+
+def fake_probe(device: FakeAllocator, clock: FakeClock):
+    def make_probe(device_type, torch_device, timer, clock_=None, threads=1):
+        held = Buffer(device, PROBE_RESIDENT)
+
+        def kernel() -> None:
+            assert held.nbytes  # the kernel keeps its buffers alive, as gpu_kernels' closures do
+            device.transient(PROBE_TRANSIENT)
+            clock.advance(0.0001)
+
+        return MachineProbe([ProbeKernel("gemm", kernel, 1)], timer, "fake-1", clock)
+
+    return make_probe
+
+
+class AllocatingMeter(worker.ContentionMeter):
+    def after_round(self, seconds: float) -> None:
+        super().after_round(seconds)
+        self.device.transient(METER_TRANSIENT)
+
+
+def case_state(device: Device, clock: FakeClock, variants: dict, probe: bool = True) -> worker.CaseState:
+    case = Case(workload="fake", scenario="forward", compiler="inductor", device=device.type, dtype="float32",
+                batch_size=1, size="tiny")
+    state = worker.CaseState(spec=WorkerSpec(case=case, probe=probe, probe_budget=1.0), clock=clock,
+                             record=Record(case=case, status="ok", metrics={"phase_s": {}}))
+    state.device = device
+    state.policy = StopPolicy(warmup=1, min_samples=6, min_time_s=0.0, max_samples=6, max_time_s=1e9)
+    state.variants = variants
+    state.eager_first_s, state.compiled_first_s = 0.5, 2.0
+    return state
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    device, clock = FakeAllocator(), FakeClock()
+    monkeypatch.setattr(worker, "make_probe", fake_probe(device, clock))
+    AllocatingMeter.device = device
+    monkeypatch.setattr(worker, "ContentionMeter", AllocatingMeter)
+    return device, clock
+
+
+def test_measure_interleaved_runs_the_sample_hooks_around_each_sample_after_the_round_hook():
+    clock, events = FakeClock(), []
+
+    def work(name):
+        return lambda: (events.append(f"call {name}"), clock.advance(0.01))
+
+    measure_interleaved({"a": work("a"), "b": work("b")}, HostTimer(clock=clock),
+                        StopPolicy(warmup=0, min_samples=2, min_time_s=0, max_samples=2, max_time_s=1e9), clock,
+                        after_round=lambda s: events.append("round"),
+                        before_sample=lambda n: events.append(f"before {n}"),
+                        after_sample=lambda n: events.append(f"after {n}"))
+    assert events == ["before a", "call a", "after a", "before b", "call b", "after b", "round",
+                      "before b", "call b", "after b", "before a", "call a", "after a", "round"]
+
+
+def test_fold_reports_each_variants_peak_and_rise_and_matches_the_pass(gpu, monkeypatch):
+    device, clock = gpu
+    model = Buffer(device, 1000 * MiB)  # weights, resident through everything
+    state = case_state(device, clock, {"eager": variant(device, clock, [300 * MiB]),
+                                       "compiled": variant(device, clock, [120 * MiB])})
+    worker.measure(state)
+    assert state.record.metrics["machine_probe"]["n"] >= 1  # the probe sampled between rounds
+    assert device.in_use == model.nbytes  # the probe's buffers went with measure()
+    passes = {name: worker.memory_pass(device, fn) for name, fn in state.variants.items()}
+    monkeypatch.setattr(worker, "memory_pass", lambda *a: pytest.fail("the fold should replace the pass"))
+    worker.memory(state)
+    for name, rise in (("eager", 300 * MiB), ("compiled", 120 * MiB)):
+        block = getattr(state.record, name)
+        assert block.memory_source == "rounds" and block.memory_kind == "device_allocator"
+        # neither the probe's resident buffers nor its (or the meter's) transient allocations count
+        assert block.peak_memory_bytes == model.nbytes + rise and block.peak_memory_delta_bytes == rise
+        assert block.peak_memory_bytes == passes[name].peak_memory_bytes
+        assert block.peak_memory_delta_bytes == passes[name].peak_memory_delta_bytes
+        assert state.round_peaks.reads[name] == len(block.samples_s) == 6
+    assert state.round_peaks.resident_bytes == PROBE_RESIDENT
+
+
+def test_fold_keeps_the_highest_samples_peak_with_its_own_rise(gpu):
+    device, clock = gpu
+    model = Buffer(device, 10 * MiB)  # noqa: F841 - held: resident weights
+    # warm-up call, then 6 timed samples: the 4th timed call allocates most
+    state = case_state(device, clock, {"eager": variant(device, clock, [8 * MiB, 5 * MiB, 6 * MiB, 5 * MiB, 40 * MiB,
+                                                                        7 * MiB])})
+    state.compiled_first_s = None
+    worker.measure(state)
+    worker.memory(state)
+    assert state.record.eager.peak_memory_bytes == 50 * MiB
+    assert state.record.eager.peak_memory_delta_bytes == 40 * MiB
+
+
+def test_fold_without_a_probe_and_a_variant_left_unread_takes_the_pass_for_it(gpu):
+    device, clock = gpu
+    model = Buffer(device, 10 * MiB)  # noqa: F841 - held: resident weights
+    compiled = variant(device, clock, [2 * MiB])
+    blind = {"on": True}
+
+    def compiled_blinding_the_counter() -> None:
+        compiled()
+        device.blind = blind["on"]  # its samples' peak reads return None during the rounds
+
+    state = case_state(device, clock, {"eager": variant(device, clock, [3 * MiB]),
+                                       "compiled": compiled_blinding_the_counter}, probe=False)
+    worker.measure(state)
+    assert state.round_peaks.resident_bytes == 0
+    assert state.round_peaks.memory("compiled") is None and state.round_peaks.reads.get("compiled") is None
+    blind["on"] = device.blind = False
+    worker.memory(state)
+    assert state.record.eager.memory_source == "rounds" and state.record.eager.peak_memory_delta_bytes == 3 * MiB
+    assert state.record.compiled.memory_source == "pass" and state.record.compiled.peak_memory_delta_bytes == 2 * MiB
+
+
+def test_cpu_keeps_the_separate_pass(monkeypatch):
+    clock = FakeClock()
+    calls = {"eager": 0}
+
+    def eager() -> None:
+        calls["eager"] += 1
+        clock.advance(0.001)
+
+    state = case_state(CpuDevice(), clock, {"eager": eager}, probe=False)
+    state.compiled_first_s = None
+    worker.measure(state)
+    assert state.round_peaks is None
+    timed = calls["eager"]
+    worker.memory(state)
+    assert calls["eager"] == timed + 3  # memory_pass's own calls
+    block = state.record.eager
+    assert block.memory_source == "pass" and block.memory_kind == "process_rss" and block.peak_memory_bytes > 0
+
+
+def test_a_block_without_memory_source_loads_and_writes_back_unchanged():
+    old = {"samples_s": [0.1], "first_call_s": 1.0, "inner_loops": 1, "summary": {"median": 0.1},
+           "peak_memory_bytes": 5, "peak_memory_delta_bytes": 2, "memory_kind": "device_allocator"}
+    block = Timing.from_dict(old)
+    assert block.memory_source is None and block.to_dict() == old
+    new = Timing.from_dict({**old, "memory_source": "rounds"})
+    assert new.memory.memory_source == "rounds" and new.to_dict()["memory_source"] == "rounds"
+    with pytest.raises(ValueError, match="memory_source"):
+        Timing.from_dict({**old, "memory_source": 3})
+
+
+def test_real_cpu_case_still_measures_memory_in_a_pass():
+    """The real worker on a tiny MLP (aot_eager: eager and compiled variants): unchanged
+    figures' shape on CPU, the pass's source recorded."""
+    from compiler import get_compiler
+    from harness.run.runner import modules_for
+
+    case = Case(workload="mlp-classic", scenario="forward", compiler="aot_eager", device="cpu", dtype="float32",
+                batch_size=4, size="tiny")
+    record = worker.run_case({"case": case.to_dict(), "compiler": get_compiler("aot_eager").to_dict(),
+                              "policy": {"warmup": 1, "min_samples": 3, "min_time_s": 0.0, "max_samples": 5,
+                                         "max_time_s": 2.0},
+                              "workload_modules": modules_for("mlp-classic"), "seed": 0})
+    assert record.status == "ok", record.error
+    for block in (record.eager, record.compiled):
+        assert block.memory_source == "pass" and block.memory_kind == "process_rss"
+        assert block.peak_memory_bytes > 0 and block.peak_memory_delta_bytes is not None
+    assert "memory" in record.metrics["phase_s"]
+    saved = record.to_dict()
+    assert saved["eager"]["memory_source"] == "pass"
