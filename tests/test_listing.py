@@ -47,3 +47,43 @@ def test_show_json_prints_the_run_and_the_run_ids(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out) == ["r1"]
     assert main(["show", "r1", "--json", "--out", str(tmp_path)]) == 0
     assert json.loads(capsys.readouterr().out) == json.loads((DATA / "run_v1_faults.json").read_text())
+
+
+def suite_row(lines: list[str], name: str) -> list[str]:
+    return next(line for line in lines if line.startswith(f"  {name}\t")).split("\t")
+
+
+def test_a_long_suite_shows_its_count_and_where_the_full_list_is(capsys):
+    from suites import SUITES
+
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    cell = suite_row(lines, "transformers-zoo-tiny")[-1]
+    total = len(SUITES["transformers-zoo-tiny"].entries[0].workloads)
+    assert cell.startswith(f"{total} workloads: ") and len(cell.split(" and ")[0].split(", ")) == 5
+    assert f"and {total - 5} more (`compilebench list --suite transformers-zoo-tiny` lists all)" in cell
+    assert suite_row(lines, "smoke")[-1] == "mlp-classic, mlp-deep, sdxl-unet, llama-3.1-8b"  # short: every name
+
+
+def test_list_suite_lists_every_workload_of_that_suite_one_a_line(capsys):
+    from suites import SUITES
+
+    assert main(["list", "--suite", "transformers-zoo-tiny"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[0].strip() for line in lines if line.startswith("  ")][0] == "transformers-zoo-tiny"
+    start = next(i for i, line in enumerate(lines) if line.startswith("workloads:"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("compilers:"))
+    workloads = lines[start + 1:end]
+    names = [line.split("\t")[0].strip() for line in workloads if line.startswith("  ")]
+    assert sorted(names) == sorted(SUITES["transformers-zoo-tiny"].entries[0].workloads)
+    assert "(all listed under workloads)" in suite_row(lines, "transformers-zoo-tiny")[-1]
+    assert main(["list", "--suite", "transformers-zoo-tiny", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [s["name"] for s in data["suites"]] == ["transformers-zoo-tiny"]
+    assert sorted(data["suites"][0]["workloads"]) == sorted(names) == sorted(w["name"] for w in data["workloads"])
+
+
+def test_list_unknown_suite_is_one_line_exit_2(capsys):
+    assert main(["list", "--suite", "zoo-tiny"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown suite 'zoo-tiny'" in err[0] and "transformers-zoo-tiny" in err[0]

@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workload-file", action="append", default=[], help="also load workloads from this .py file")
     p.add_argument("--override-workloads", action="store_true", help=OVERRIDE_WORKLOADS_HELP)
     p.add_argument("--compiler-file", action="append", default=[], help="also load named compiler configs from this TOML file")
+    p.add_argument("--suite", help="only this suite, with every one of its workloads (a suite of more than "
+                                   "12 shows a count and its first names otherwise)")
     add_output_options(p, "the catalog (one object)")
     p.set_defaults(func=cmd_list)
 
