@@ -106,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: OUT/history.sqlite if present; 'none': round-robin). Every shard must use the same one")
     p.add_argument("--gpus", action="append", metavar="all|I,J", help="'all' (every visible GPU) or indices, e.g. 0,1: "
                    "one worker per GPU, each taking the next case (longest first) when free (docs/SCALING.md)")
+    p.add_argument("--no-eager-from-twin", action="store_true",
+                   help="run every `eager` case in its own process; by default, on a GPU, an eager case of a "
+                        "stateless scenario (forward, prefill, unet_step, ...) whose compiled twin is planned takes "
+                        "the twin's eager figures instead (same process as the compiled ones; docs/RESULTS.md)")
     add_diagnostic_options(p)
     add_output_options(p, "the finished run (the run file's content)")
     p.set_defaults(func=cmd_run)
@@ -136,7 +140,7 @@ def _policy_overrides(args: argparse.Namespace) -> dict:
 # options that choose what to run: --resume takes them from the run's journal instead
 _SELECTION_OPTIONS = ("suite", "workload", "override_workloads", "scenario", "compiler", "device", "dtype",
                       "batch_size", "size", "timeout", "min_time", "min_samples", "max_memory_gb", "label", "shard", "shard_costs", "trace",
-                      "trace_max_mb", "warm_compile")
+                      "trace_max_mb", "warm_compile", "no_eager_from_twin")
 
 
 def _check_run_args(args: argparse.Namespace) -> None:
@@ -195,6 +199,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         gpus=resolve_gpus(args.gpus or []),
         options=dict(parse_option(o) for o in args.option),
         override_workloads=args.override_workloads,
+        eager_from_twin=not args.no_eager_from_twin,
         **diagnostic_run_options(args),
     )
     if not opts.suite and not opts.compilers:

@@ -40,14 +40,49 @@ class Prepared:
 
 ScenarioFn = Callable[[Built, Workload, CompilerConfig, WorkloadContext], Prepared]
 SCENARIOS: dict[str, ScenarioFn] = {}
+# does the compiled variant hold state of its own (its own model copy and optimizer state, its
+# own KV cache, scheduler, pipeline)? Where it does, the eager variant's absolute peak memory
+# inside a compiled case's process includes that state, so the runner keeps the separate
+# `eager` case (harness/run/twins.py). Declared with @scenario(name, compiled_state=...).
+SCENARIO_COMPILED_STATE: dict[str, bool] = {}
+# built-in scenarios registered by suite modules without the argument (suites/llm.py,
+# diffusion.py, sdxl_pipeline.py), declared here from reading them; the argument wins
+BUILTIN_COMPILED_STATE: dict[str, bool] = {
+    "prefill": False,  # use_cache=False: both variants read the same weights, no cache
+    "decode": True,  # one static KV cache per variant
+    "generate": True,  # generate builds a static cache per generation config
+    "llm-train": True,  # the train step: model copy + AdamW state per variant
+    "unet_step": False,  # one UNet, shared weights
+    "vae_decode": False,  # one VAE, shared weights
+    "denoise": True,  # a scheduler of its own per loop
+    "text2image": True,  # the whole pipeline compiled in place (UNet + VAE), not measured twin-wise
+}
 
 
-def scenario(name: str) -> Callable[[ScenarioFn], ScenarioFn]:
+def scenario(name: str, *, compiled_state: bool | None = None) -> Callable[[ScenarioFn], ScenarioFn]:
+    """Register a scenario. `compiled_state`: whether its compiled variant holds device or host
+    state of its own beyond the shared model (True for train steps, KV caches); left out, the
+    runner assumes it does (the safe side: the `eager` case keeps a process of its own)."""
     def register(fn: ScenarioFn) -> ScenarioFn:
         SCENARIOS[name] = fn
+        if compiled_state is not None:
+            SCENARIO_COMPILED_STATE[name] = bool(compiled_state)
         return fn
 
     return register
+
+
+def compiled_holds_state(name: str) -> bool:
+    """Whether scenario `name`'s compiled variant owns state the eager variant does not share;
+    an undeclared (user) scenario counts as stateful."""
+    if name in SCENARIO_COMPILED_STATE:
+        return SCENARIO_COMPILED_STATE[name]
+    return BUILTIN_COMPILED_STATE.get(name, True)
+
+
+def compiled_state_declared(name: str) -> bool:
+    """Whether `name` declares its compiled state (a test checks every built-in one does)."""
+    return name in SCENARIO_COMPILED_STATE or name in BUILTIN_COMPILED_STATE
 
 
 # scenario modules of the harness itself, imported on first lookup of a name they define
@@ -72,7 +107,7 @@ def units(built: Built, ctx: WorkloadContext) -> float:
     return float(built.units_per_call if built.units_per_call is not None else ctx.batch_size)
 
 
-@scenario("forward")
+@scenario("forward", compiled_state=False)
 def forward(built: Built, wl: Workload, compiler: CompilerConfig, ctx: WorkloadContext) -> Prepared:
     """Inference forward under no_grad. The compiled module shares the eager module's
     parameters, so both variants read the same weights."""
@@ -170,7 +205,7 @@ def require_parameters(model: Any, scenario_name: str, workload_name: str) -> No
                                  "nothing to train; run scenario forward, or declare scenarios=('forward',) in @workload")
 
 
-@scenario("train")
+@scenario("train", compiled_state=True)
 def train(built: Built, wl: Workload, compiler: CompilerConfig, ctx: WorkloadContext) -> Prepared:
     """One training step compiled as a single function, as users compile `train_step`.
     Eager and compiled each own a copy of the model and optimizer from the same initial

@@ -23,7 +23,7 @@ from harness.model.scenarios import (
 from harness.model.workloads import Built, Workload, WorkloadContext
 
 
-@scenario("train_module_only")
+@scenario("train_module_only", compiled_state=True)
 def train_module_only(built: Built, wl: Workload, compiler: CompilerConfig, ctx: WorkloadContext) -> Prepared:
     """A training step whose forward (and its backward) is compiled; the optimizer is eager.
     Eager and compiled own copies of the model from the same initial state."""

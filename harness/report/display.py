@@ -208,6 +208,9 @@ class ProgressPrinter:
         sp = (record.metrics or {}).get("speedup")
         if sp:
             line.append(f"  speedup {sp:.2f}x")
+        twin = (record.worker or {}).get("from_case") if (record.worker or {}).get("start") == "derived" else None
+        if twin:  # harness/run/twins.py: no process of its own
+            line.append(f"  derived: eager figures from {twin}")
         self.console.print(line, highlight=False)
 
     def _start_live(self, text: str) -> None:

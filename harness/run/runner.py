@@ -72,6 +72,7 @@ class RunOptions:
     warm_compile: bool = False  # a second compile per case in a fresh process on the populated cache
     override_workloads: bool = False  # a --workload-file may replace a built-in workload of the same name
     preload: bool = True  # start cases from a preloaded fork server (harness/run/forkserver.py); --no-preload: spawn
+    eager_from_twin: bool = True  # an eager case's record from its compiled twin's where allowed (harness/run/twins.py)
 
 
 def workload_modules() -> list[str]:
@@ -577,6 +578,8 @@ def _resume(ref: str, out_dir: str | Path, progress: ProgressFn | None, environm
             journal = Journal.reopen(path)  # locks first: nobody appends while we read
         state = journal.read()
         opts = RunOptions(**{k: v for k, v in state.header["options"].items() if k in RunOptions.__dataclass_fields__})
+        if "eager_from_twin" not in state.header["options"]:  # a journal from before twins: go on as it began
+            opts.eager_from_twin = False
         opts.out_dir = str(path.parent.parent)
         load_registries(opts.workload_files, opts.override_workloads)
         cases = state.planned_cases()
@@ -609,8 +612,12 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
     step ends, so a finished case is never lost."""
     from harness.measure.devices import parse_device
     from harness.run.multigpu import in_plan_order, start_pool
+    from harness.run.twins import plan_twins
 
     done = done or {}
+    twins = plan_twins(cases, enabled=opts.eager_from_twin, gpus=opts.gpus)
+    run.config["eager_from_twin"] = twins.config()
+    finished: dict[str, Record] = dict(done)  # the twins' records, journaled or run now
     policy, timeout = run.config["policy"], run.config["timeout_s"]
     isa_cache = default_cache_root() / "isa-probe"
     started = time.monotonic()
@@ -631,8 +638,9 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
         isa_cache.mkdir(parents=True, exist_ok=True)
         pool = start_pool([c for c in cases if c.case_id not in done], run_one, opts.gpus, opts.out_dir,
                           opts.shard_costs)
-        # --gpus: cases come back as they finish (journaled at once), the run file lists them in plan order
-        for i, case in enumerate(pool.as_completed(cases) if pool else cases):
+        # --gpus: cases come back as they finish (journaled at once), the run file lists them in plan order;
+        # one by one, a derived eager case comes right after its twin (twins.py), listed in plan order too
+        for i, case in enumerate(pool.as_completed(cases) if pool else twins.order(cases)):
             if case.case_id in done:  # finished before an interruption: kept as journaled
                 run.records.append(done[case.case_id])
                 continue
@@ -646,14 +654,18 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
                     with interruptible():
                         record = pool.result(case)
                 else:
-                    record = run_one(case)
+                    record = twins.take(case, finished) or run_one(case)
+                    fallback = twins.fallback_note(case)
+                    if fallback and fallback not in record.notes:
+                        record.notes.append(fallback)
                 checkpoint("record-in-hand")
                 journal.append(record)  # on disk (fsync) before the next case starts
                 run.records.append(record)
+                finished[case.case_id] = record
             if progress:
                 progress("done", case, i, len(cases), record)
-        if pool:
-            run.records = in_plan_order(run.records, cases)
+        run.records = in_plan_order(run.records, cases)
+        run.config["eager_from_twin"] = twins.config(run.records)
     except KeyboardInterrupt:
         with deferred():  # a second Ctrl-C must not cut the save of the first one short
             if pool:
@@ -664,6 +676,7 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
             if journal is not None:
                 run.config["interrupted"] = True
                 run.records = journal.recorded(cases, run.records)  # the signal may land between the two appends
+                run.config["eager_from_twin"] = twins.config(run.records)
                 journal.close()  # kept: `compilebench run --resume` finishes the run from it
                 _finish(run, opts, started)
         raise

@@ -1,0 +1,222 @@
+"""Eager figures from a compiled twin: an `eager` case that a compiled case already measures.
+
+Every compiled case measures eager and compiled interleaved in its own process (its eager
+block, speedup and eager throughput are that process's). A planned `eager` case of the same
+workload, scenario, device, dtype, batch size, size and options re-measures eager in another
+process; where that adds nothing, its record is derived from the twin's instead, so eager and
+compiled latency of a report row come from one process and a GPU suite saves a worker per
+workload and scenario. Where it does add something, the `eager` case keeps its own process:
+
+- on a device whose memory figure is not the device allocator's peak (the CPU: the process's
+  RSS high-water mark, 10% higher inside a compiled process; MPS: a sampled lower bound);
+- for a scenario whose compiled variant holds state of its own (train steps, KV caches:
+  `harness.model.scenarios.compiled_holds_state`), which the eager peak in the twin includes;
+- with `--gpus` (cases run concurrently, so the twin's record is not in hand when its eager
+  case is dispatched), with `--no-eager-from-twin`, and when the twin is in another shard;
+- when the twin ends without a usable eager block (failed, crashed, timed out, skipped): the
+  eager case then runs in its own process after all, so no figure is lost.
+
+The twin is `inductor` when planned, else the first compiled config in plan order. The
+evidence (H200, one process per case) and the rule: docs/RESULTS.md, "Eager figures".
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.model.payloads import CompileStats, Speedup
+from harness.model.schema import Case, Record
+
+# memory figures that are a per-process device allocator peak (CUDA, ROCm, XPU): the eager
+# variant's peak in a compiled process equals its own process's where the compiled variant
+# shares the weights and holds nothing of its own (the H200 table in docs/RESULTS.md)
+DERIVABLE_MEMORY_KINDS = frozenset({"device_allocator"})
+# test-only: "1" lets CPU cases derive too, so the whole path runs end to end on a CPU box
+TEST_ON_CPU_ENV = "COMPILEBENCH_TEST_EAGER_FROM_TWIN_ON_CPU"
+PREFERRED_TWIN = "inductor"
+DERIVED_START = "derived"  # record.worker["start"] of a derived record
+FALLBACK_NOTE = "eager case run in its own process"  # the note of a planned derivation that could not be
+
+# metrics of the twin that describe its compiled variant, never the eager one
+_COMPILED_ONLY = frozenset(f.name for group in (CompileStats, Speedup) for f in group.declared()) | {
+    "phase_s", "eager_throughput", "latency_s", "throughput", "accuracy",
+}
+_COMPILED_ONLY_PREFIXES = ("compile", "warm_", "trace", "graph_break", "outside_graphs", "cache", "ops_per_graph",
+                           "structured_logging")
+# notes a compiled case adds after the scenario's own (harness/measure/worker.py, compiler/effects.py)
+_COMPILED_NOTE_PREFIXES = ("CUDA graphs were skipped", "mode=", "regional:", "compiled in place",
+                           "graph-break cost pass", "warm compile")
+
+
+def group_key(case: Case) -> tuple[Any, ...]:
+    """Everything of a case but its compiler: an eager case and its twins share it."""
+    return (case.workload, case.scenario, case.device, case.dtype, case.batch_size, case.size, case.options)
+
+
+def device_memory_kind(device: str) -> str:
+    from harness.measure.devices import parse_device
+
+    return parse_device(device).memory_kind
+
+
+def _default_is_eager(compiler: str) -> bool:
+    from compiler import get_compiler
+
+    return get_compiler(compiler).is_eager
+
+
+def _default_stateful(scenario: str) -> bool:
+    from harness.model.scenarios import compiled_holds_state, get_scenario
+
+    try:
+        get_scenario(scenario)  # imports the built-in scenario modules (their declarations)
+    except ValueError:
+        return True
+    return compiled_holds_state(scenario)
+
+
+@dataclass
+class TwinPlan:
+    """Which eager cases are derived from which twin (`sources`: eager case id -> twin case
+    id), why derivation is off when it is (`off`), and what happened (`fell_back`)."""
+
+    sources: dict[str, str] = field(default_factory=dict)
+    off: str | None = None
+    fell_back: dict[str, str] = field(default_factory=dict)  # eager case id -> why it ran itself
+
+    def order(self, cases: Sequence[Case]) -> list[Case]:
+        """The run order: each derived eager case right after its twin (its record is then in
+        hand), every other case in plan order. The run file still lists plan order."""
+        after: dict[str, list[Case]] = {}
+        for case in cases:
+            if case.case_id in self.sources:
+                after.setdefault(self.sources[case.case_id], []).append(case)
+        out: list[Case] = []
+        for case in cases:
+            if case.case_id in self.sources:
+                continue
+            out.append(case)
+            out.extend(after.get(case.case_id, []))
+        return out
+
+    def take(self, case: Case, finished: Mapping[str, Record], clock: Callable[[], float] = time.monotonic
+             ) -> Record | None:
+        """The derived record of `case`, or None when it must run in its own process (not
+        planned for derivation, or its twin gave no usable eager block: noted in fell_back)."""
+        twin_id = self.sources.get(case.case_id)
+        if twin_id is None:
+            return None
+        started = clock()
+        twin = finished.get(twin_id)
+        why = unusable(twin)
+        if why is not None:
+            self.fell_back[case.case_id] = f"twin {twin_id} {why}"
+            return None
+        assert twin is not None
+        return derive(case, twin, wall_s=clock() - started)
+
+    def fallback_note(self, case: Case) -> str | None:
+        why = self.fell_back.get(case.case_id)
+        return None if why is None else f"{FALLBACK_NOTE}: {why}"
+
+    def config(self, records: Sequence[Record] = ()) -> dict[str, Any]:
+        """The run file's `config.eager_from_twin`: the plan, and from the records (a resumed
+        run's earlier ones included) how many were derived and which ran after all, and why."""
+        by_id = {r.case_id: r for r in records}
+        own: dict[str, str] = {}
+        for eager_id in self.sources:
+            record = by_id.get(eager_id)
+            if record is None or is_derived(record):
+                continue
+            notes = [n for n in record.notes if n.startswith(FALLBACK_NOTE)]
+            own[eager_id] = notes[0][len(FALLBACK_NOTE) + 2:] if notes else self.fell_back.get(eager_id, "")
+        return {"enabled": self.off is None, "off": self.off, "pairs": dict(self.sources),
+                "derived": sum(1 for r in records if is_derived(r)), "ran_own_process": own}
+
+
+def plan_twins(cases: Sequence[Case], *, enabled: bool = True, gpus: Sequence[int] = (),
+               memory_kind: Callable[[str], str] = device_memory_kind,
+               is_eager: Callable[[str], bool] = _default_is_eager,
+               stateful: Callable[[str], bool] = _default_stateful,
+               env: Mapping[str, str] | None = None) -> TwinPlan:
+    """The derivations this plan allows (the module docstring has the rule)."""
+    if not enabled:
+        return TwinPlan(off="--no-eager-from-twin")
+    if gpus:
+        return TwinPlan(off="--gpus: cases run concurrently, a twin's record is not in hand when its eager case starts")
+    on_cpu = (os.environ if env is None else env).get(TEST_ON_CPU_ENV) == "1"
+    twins: dict[tuple[Any, ...], Case] = {}
+    for case in cases:
+        if is_eager(case.compiler):
+            continue
+        key = group_key(case)
+        if key not in twins or (case.compiler == PREFERRED_TWIN and twins[key].compiler != PREFERRED_TWIN):
+            twins[key] = case
+    sources: dict[str, str] = {}
+    for case in cases:
+        twin = twins.get(group_key(case))
+        if twin is None or not is_eager(case.compiler) or stateful(case.scenario):
+            continue
+        kind = memory_kind(case.device)
+        if kind in DERIVABLE_MEMORY_KINDS or (on_cpu and kind == "process_rss"):
+            sources[case.case_id] = twin.case_id
+    return TwinPlan(sources=sources)
+
+
+def unusable(twin: Record | None) -> str | None:
+    """Why a twin's record cannot give the eager figures (None: it can)."""
+    if twin is None:
+        return "has no record (not run)"
+    if twin.status != "ok":
+        return f"ended {twin.status}"
+    eager = twin.eager
+    if eager is None or not eager.samples_s or eager.median is None:
+        return "has no eager block"
+    if eager.peak_memory_bytes is None:
+        return "has no eager peak memory"
+    return None
+
+
+def is_derived(record: Record) -> bool:
+    source = (record.metrics or {}).get("eager_source")
+    return isinstance(source, Mapping) and bool(source.get("from_case"))
+
+
+def derive(case: Case, twin: Record, wall_s: float = 0.0) -> Record:
+    """The eager case's record from its twin's: the twin's eager block and the figures the
+    eager case reports (latency, throughput, the scenario's eager_* figures unprefixed, the
+    process's machine probe and contention), the case's own identity, and where it came from."""
+    eager = twin.eager
+    assert eager is not None and eager.median
+    metrics = _eager_metrics(twin.metrics or {})
+    units = metrics.get("units_per_call")
+    metrics["latency_s"] = eager.median
+    metrics["throughput"] = (float(units) / eager.median) if units else None
+    metrics["eager_source"] = {"from_case": twin.case_id, "twin_pid": (twin.worker or {}).get("pid"),
+                               "twin_wall_s": (twin.worker or {}).get("wall_s")}
+    note = (f"eager figures from {twin.case_id}: its eager block, measured interleaved with the compiled variant "
+            "in that case's process; not run in a process of its own (docs/RESULTS.md, Eager figures)")
+    notes = [note] + [n for n in twin.notes if not n.startswith(_COMPILED_NOTE_PREFIXES)]
+    return Record(case=case, status="ok", eager=eager, compiled=None, metrics=metrics, notes=notes,
+                  worker={"start": DERIVED_START, "from_case": twin.case_id, "wall_s": round(wall_s, 6)})
+
+
+def _eager_metrics(twin: Mapping[str, Any]) -> dict[str, Any]:
+    """The twin's metrics as the eager case has them: compiled-only figures dropped, each
+    scenario figure of the measured (compiled) variant replaced by its `eager_` twin."""
+    out: dict[str, Any] = {}
+    for key, value in twin.items():
+        if key in _COMPILED_ONLY or key.startswith(_COMPILED_ONLY_PREFIXES) or key.startswith("eager_"):
+            continue
+        if "speedup" in key or "compiled" in key:
+            continue
+        out[key] = value
+    for key, value in twin.items():
+        base = key[len("eager_"):]
+        if key.startswith("eager_") and key not in _COMPILED_ONLY and "compiled" not in base:
+            out[base] = value
+    return out

@@ -1,0 +1,355 @@
+"""Eager figures from a compiled twin (harness/run/twins.py).
+
+Planning and derivation with fake plans and records: which eager cases are derived, the
+fallback when the twin fails, stateful scenarios and the CPU kept, the switch-off, --gpus;
+the runner's loop with a fake worker (order, fallback, resume); and one real CPU run of a
+tiny MLP with the rule forced on through the test hook, loaded by compare and report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.measure.spec import WorkerSpec
+from harness.model.schema import Case, Record, load_run
+from harness.run import runner, twins
+from harness.run.journal import Journal, journal_path
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE_ENV = {"host": "test-host", "python_executable": sys.executable, "torch_version": "x", "cpu_model": "cpu",
+            "packages": {}, "devices": {}, "git_commit": "abc"}
+STATEFUL = {"train", "decode"}
+
+
+def case(scenario: str, compiler: str, device: str = "cuda", workload: str = "w", **kw) -> Case:
+    return Case(workload, scenario, compiler, device, "bfloat16", kw.pop("bs", 1), "full", "gpu", kw.pop("options", ()))
+
+
+def plan(cases, kind: str = "device_allocator", **kw) -> twins.TwinPlan:
+    kw.setdefault("env", {})
+    return twins.plan_twins(cases, memory_kind=lambda device: kind, is_eager=lambda c: c == "eager",
+                            stateful=lambda s: s in STATEFUL, **kw)
+
+
+def gpu_plan() -> list[Case]:
+    return [case(s, c) for s in ("forward", "train", "prefill", "decode")
+            for c in ("eager", "inductor-reduce-overhead", "inductor")]
+
+
+def eager_block(median: float, peak: int) -> dict:
+    return {"samples_s": [median] * 5, "first_call_s": 0.5, "inner_loops": 1, "summary": {"n": 5, "median": median},
+            "peak_memory_bytes": peak, "peak_memory_delta_bytes": 1024, "memory_kind": "device_allocator"}
+
+
+def twin_record(c: Case, status: str = "ok", eager: dict | None = None) -> Record:
+    metrics = {"latency_s": 0.001, "throughput": 512000.0, "throughput_unit": "tokens/s", "units_per_call": 512.0,
+               "eager_throughput": 256000.0, "speedup": 2.0, "speedup_ci_low": 1.9, "speedup_ci_high": 2.1,
+               "compression_ratio": 1.0, "compile_time_s": 30.0, "compile_breakdown_s": {"total": 29.0},
+               "graph_breaks": 0, "graphs": 1, "recompiles": 0, "cache": {"fx_graph_miss": 1},
+               "accuracy": {"status": "pass"}, "phase_s": {"compile": 30.0}, "machine_probe": {"version": "gpu-1"},
+               "contention": {"contended": False}, "build_s": 4.0, "policy": {"warmup": 3},
+               "param_count": 8, "prompt_len": 512, "ttft_s_median": 0.001, "eager_ttft_s_median": 0.002,
+               "prefill_tokens_per_s": 512000.0, "eager_prefill_tokens_per_s": 256000.0,
+               "decode_first_call_compiled_frames_by_step": [1]}
+    block = eager if eager is not None else eager_block(0.002, 15_000 << 20)
+    return Record(c, status, eager=block if status == "ok" or eager is not None else None,
+                  compiled=eager_block(0.001, 15_001 << 20) if status == "ok" else None, metrics=metrics,
+                  notes=["prefill: logits of the last position only", "CUDA graphs were skipped 1 time(s): x"],
+                  worker={"pid": 42, "wall_s": 40.0})
+
+
+# ---- planning ----
+
+def test_gpu_plan_derives_stateless_eager_cases_from_inductor():
+    p = plan(gpu_plan())
+    assert p.off is None
+    assert p.sources == {case("forward", "eager").case_id: case("forward", "inductor").case_id,
+                         case("prefill", "eager").case_id: case("prefill", "inductor").case_id}
+
+
+def test_without_inductor_any_compiled_config_is_the_twin():
+    cases = [case("forward", "eager"), case("forward", "inductor-reduce-overhead"), case("forward", "aot_eager")]
+    assert plan(cases).sources == {cases[0].case_id: cases[1].case_id}
+
+
+def test_no_twin_no_derivation():
+    cases = [case("forward", "eager"), case("forward", "inductor", bs=2), case("forward", "inductor", device="cuda:1"),
+             case("forward", "inductor", options=(("resolution", 512),)), case("forward", "inductor", workload="v")]
+    assert plan(cases).sources == {}
+
+
+def test_cpu_and_sampled_mps_keep_the_eager_case_unless_the_test_hook_says_so():
+    cases = [case("forward", "eager", device="cpu"), case("forward", "inductor", device="cpu")]
+    assert plan(cases, kind="process_rss").sources == {}
+    assert plan(cases, kind="mps_allocated_sampled_lower_bound").sources == {}
+    hooked = plan(cases, kind="process_rss", env={twins.TEST_ON_CPU_ENV: "1"})
+    assert hooked.sources == {cases[0].case_id: cases[1].case_id}
+
+
+def test_real_device_memory_kinds():
+    assert twins.device_memory_kind("cuda") in twins.DERIVABLE_MEMORY_KINDS
+    assert twins.device_memory_kind("xpu") in twins.DERIVABLE_MEMORY_KINDS
+    assert twins.device_memory_kind("cpu") not in twins.DERIVABLE_MEMORY_KINDS
+    assert twins.device_memory_kind("mps") not in twins.DERIVABLE_MEMORY_KINDS
+
+
+def test_switch_off_and_gpus_turn_it_off():
+    off = plan(gpu_plan(), enabled=False)
+    assert off.sources == {} and off.off == "--no-eager-from-twin"
+    pooled = plan(gpu_plan(), gpus=[0, 1])
+    assert pooled.sources == {} and pooled.off.startswith("--gpus")
+    assert off.config()["enabled"] is False
+
+
+def test_unknown_scenario_counts_as_stateful():
+    from harness.model.scenarios import compiled_holds_state
+
+    cases = [case("my-user-scenario", "eager"), case("my-user-scenario", "inductor")]
+    assert twins.plan_twins(cases, memory_kind=lambda d: "device_allocator", env={}).sources == {}
+    assert compiled_holds_state("my-user-scenario") is True
+
+
+def test_every_registered_scenario_declares_its_compiled_state():
+    from harness.model.scenarios import SCENARIOS, compiled_holds_state, compiled_state_declared
+
+    runner.load_registries([])
+    from harness.model import training  # noqa: F401 - registers train_module_only
+
+    assert set(SCENARIOS) >= {"forward", "train", "prefill", "decode", "generate", "unet_step", "vae_decode"}
+    assert [s for s in SCENARIOS if not compiled_state_declared(s)] == []
+    stateless = {s for s in SCENARIOS if not compiled_holds_state(s)}
+    assert stateless == {"forward", "prefill", "unet_step", "vae_decode"}
+
+
+def test_order_puts_each_derived_eager_case_right_after_its_twin():
+    cases = gpu_plan()
+    ids = [c.case_id for c in plan(cases).order(cases)]
+    assert len(ids) == len(cases) and set(ids) == {c.case_id for c in cases}
+    for scenario in ("forward", "prefill"):
+        twin = ids.index(case(scenario, "inductor").case_id)
+        assert ids[twin + 1] == case(scenario, "eager").case_id
+    assert ids.index(case("train", "eager").case_id) < ids.index(case("train", "inductor").case_id)  # kept in place
+
+
+# ---- derivation ----
+
+def test_derived_record_is_the_twins_eager_block_under_the_eager_case():
+    eager_case, twin_case = case("prefill", "eager"), case("prefill", "inductor")
+    p = plan([eager_case, twin_case])
+    twin = twin_record(twin_case)
+    derived = p.take(eager_case, {twin_case.case_id: twin})
+    assert derived is not None and derived.case == eager_case and derived.status == "ok"
+    assert derived.eager.to_dict() == twin.eager.to_dict() and derived.compiled is None
+    m = derived.metrics
+    assert m["latency_s"] == 0.002 and m["throughput"] == pytest.approx(twin.metrics["eager_throughput"])
+    assert m["eager_source"]["from_case"] == twin_case.case_id and twins.is_derived(derived)
+    assert m["ttft_s_median"] == 0.002 and m["prefill_tokens_per_s"] == 256000.0  # the eager variant's, unprefixed
+    assert m["machine_probe"] == {"version": "gpu-1"} and m["prompt_len"] == 512 and m["build_s"] == 4.0
+    for key in ("speedup", "speedup_ci_low", "compression_ratio", "compile_time_s", "compile_breakdown_s", "graphs",
+                "recompiles", "cache", "accuracy", "phase_s", "eager_throughput", "eager_ttft_s_median",
+                "decode_first_call_compiled_frames_by_step"):
+        assert key not in m, key
+    assert derived.notes[0].startswith(f"eager figures from {twin_case.case_id}")
+    assert "prefill: logits of the last position only" in derived.notes
+    assert not any(n.startswith("CUDA graphs") for n in derived.notes)
+    assert derived.worker["start"] == "derived" and derived.worker["wall_s"] < 1.0
+    assert Record.from_dict(json.loads(json.dumps(derived.to_dict()))).metrics["eager_source"] == m["eager_source"]
+    assert p.config([twin, derived]) == {"enabled": True, "off": None, "pairs": p.sources, "derived": 1,
+                                         "ran_own_process": {}}
+
+
+@pytest.mark.parametrize("status", ["fail_compile", "crashed", "timeout", "skipped", "fail_accuracy"])
+def test_a_twin_that_failed_leaves_the_eager_case_to_run(status):
+    eager_case, twin_case = case("forward", "eager"), case("forward", "inductor")
+    p = plan([eager_case, twin_case])
+    twin = twin_record(twin_case, status=status)
+    assert p.take(eager_case, {twin_case.case_id: twin}) is None
+    assert p.fallback_note(eager_case) == f"eager case run in its own process: twin {twin_case.case_id} ended {status}"
+
+
+def test_a_twin_without_a_usable_eager_block_or_record_leaves_the_eager_case_to_run():
+    eager_case, twin_case = case("forward", "eager"), case("forward", "inductor")
+    p = plan([eager_case, twin_case])
+    assert p.take(eager_case, {}) is None
+    assert "has no record" in p.fell_back[eager_case.case_id]
+    no_peak = twin_record(twin_case, eager={**eager_block(0.002, 0), "peak_memory_bytes": None})
+    assert p.take(eager_case, {twin_case.case_id: no_peak}) is None
+    assert "no eager peak memory" in p.fell_back[eager_case.case_id]
+    no_samples = twin_record(twin_case, eager={**eager_block(0.002, 1), "samples_s": []})
+    assert p.take(eager_case, {twin_case.case_id: no_samples}) is None
+    assert "no eager block" in p.fell_back[eager_case.case_id]
+    assert p.take(case("train", "eager"), {}) is None  # not planned: no fallback note
+    assert p.fallback_note(case("train", "eager")) is None
+
+
+# ---- the runner's loop (fake worker, CPU cases with the test hook) ----
+
+class FakeWorker:
+    def __init__(self, fail: set[str] = frozenset(), interrupt_at: int | None = None):
+        self.calls: list[str] = []
+        self.fail = set(fail)
+        self.interrupt_at = interrupt_at
+
+    def __call__(self, c: Case, spec: WorkerSpec, timeout_s: float, **kwargs) -> Record:
+        if self.interrupt_at is not None and len(self.calls) + 1 == self.interrupt_at:
+            raise KeyboardInterrupt
+        self.calls.append(c.case_id)
+        if c.case_id in self.fail:
+            return Record.failure(c, "fail_compile", "X", "boom", phase="compile")
+        return twin_record(c) if c.compiler != "eager" else Record(c, "ok", eager=eager_block(0.003, 1), metrics={})
+
+
+def _opts(out: Path, **kw) -> runner.RunOptions:
+    return runner.RunOptions(workloads=["mlp-classic"], compilers=["eager", "inductor"], devices=["cpu"],
+                             scenarios=["forward", "train"], sizes=["tiny"], out_dir=str(out), ingest=False, **kw)
+
+
+@pytest.fixture
+def hooked(monkeypatch):
+    monkeypatch.setenv(twins.TEST_ON_CPU_ENV, "1")
+
+
+def _id(scenario: str, compiler: str) -> str:
+    return f"mlp-classic/{scenario}/{compiler}/cpu/float32/bs16/tiny"
+
+
+def test_runner_derives_without_a_worker_and_keeps_plan_order(tmp_path, monkeypatch, hooked):
+    worker = FakeWorker()
+    monkeypatch.setattr(runner, "run_worker", worker)
+    run = runner.execute(_opts(tmp_path), environment=FAKE_ENV)
+    assert worker.calls == [_id("forward", "inductor"), _id("train", "eager"), _id("train", "inductor")]
+    assert [r.case_id for r in run.records] == [_id(s, c) for s in ("forward", "train") for c in ("eager", "inductor")]
+    derived = run.record_map()[_id("forward", "eager")]
+    assert derived.metrics["eager_source"]["from_case"] == _id("forward", "inductor")
+    assert run.config["eager_from_twin"]["derived"] == 1
+    saved = load_run(run.config["path"])
+    assert saved.record_map()[_id("forward", "eager")].eager.to_dict() == \
+        saved.record_map()[_id("forward", "inductor")].eager.to_dict()
+
+
+def test_runner_runs_the_eager_case_when_its_twin_failed(tmp_path, monkeypatch, hooked):
+    worker = FakeWorker(fail={_id("forward", "inductor")})
+    monkeypatch.setattr(runner, "run_worker", worker)
+    run = runner.execute(_opts(tmp_path), environment=FAKE_ENV)
+    assert _id("forward", "eager") in worker.calls
+    eager = run.record_map()[_id("forward", "eager")]
+    assert eager.eager.median == 0.003 and not twins.is_derived(eager)
+    assert f"eager case run in its own process: twin {_id('forward', 'inductor')} ended fail_compile" in eager.notes
+    assert run.config["eager_from_twin"]["ran_own_process"] == {
+        _id("forward", "eager"): f"twin {_id('forward', 'inductor')} ended fail_compile"}
+
+
+def test_runner_switch_off_and_cpu_without_the_hook_run_every_case(tmp_path, monkeypatch):
+    worker = FakeWorker()
+    monkeypatch.setattr(runner, "run_worker", worker)
+    run = runner.execute(_opts(tmp_path / "cpu"), environment=FAKE_ENV)
+    assert len(worker.calls) == 4 and run.config["eager_from_twin"]["pairs"] == {}
+    monkeypatch.setenv(twins.TEST_ON_CPU_ENV, "1")
+    worker.calls.clear()
+    run = runner.execute(_opts(tmp_path / "off", eager_from_twin=False), environment=FAKE_ENV)
+    assert len(worker.calls) == 4 and run.config["eager_from_twin"]["off"] == "--no-eager-from-twin"
+
+
+def test_resume_derives_from_the_journaled_twin(tmp_path, monkeypatch, hooked):
+    out = tmp_path / "out"
+    monkeypatch.setattr(runner, "run_worker", FakeWorker(interrupt_at=2))  # the twin done, Ctrl-C on the next worker
+    with pytest.raises(KeyboardInterrupt):
+        runner.execute(_opts(out), environment=FAKE_ENV)
+    partial = next((out / "runs").glob("*.json"))
+    run_id = partial.stem
+    journaled = [r.case_id for r in load_run(partial).records]
+    assert journaled == [_id("forward", "eager"), _id("forward", "inductor")]  # derived right after its twin
+    assert journal_path(out, run_id).exists()
+    rest = FakeWorker()
+    monkeypatch.setattr(runner, "run_worker", rest)
+    resumed = runner.resume(run_id, out, environment=FAKE_ENV)
+    assert rest.calls == [_id("train", "eager"), _id("train", "inductor")]
+    assert twins.is_derived(resumed.record_map()[_id("forward", "eager")])
+    assert resumed.config["eager_from_twin"]["derived"] == 1
+
+
+def test_resume_of_a_twin_journaled_but_not_its_eager_case(tmp_path, monkeypatch, hooked):
+    """A journal whose twin record is in but whose derived eager case is not (killed in between)."""
+    out = tmp_path / "out"
+    monkeypatch.setattr(runner, "run_worker", FakeWorker())
+    appended: list[str] = []
+    original = Journal.append
+
+    def append_then_stop(self, record):
+        original(self, record)
+        appended.append(record.case_id)
+        if record.case_id == _id("forward", "inductor"):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Journal, "append", append_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        runner.execute(_opts(out), environment=FAKE_ENV)
+    monkeypatch.setattr(Journal, "append", original)
+    run_id = next((out / "runs").glob("*.json")).stem
+    rest = FakeWorker()
+    monkeypatch.setattr(runner, "run_worker", rest)
+    resumed = runner.resume(run_id, out, environment=FAKE_ENV)
+    assert _id("forward", "eager") not in rest.calls
+    assert twins.is_derived(resumed.record_map()[_id("forward", "eager")])
+
+
+def test_a_journal_from_before_twins_resumes_without_deriving(tmp_path, monkeypatch, hooked):
+    out = tmp_path / "out"
+    monkeypatch.setattr(runner, "run_worker", FakeWorker(interrupt_at=1))
+    with pytest.raises(KeyboardInterrupt):
+        runner.execute(_opts(out), environment=FAKE_ENV)
+    run_id = next((out / "runs").glob("*.json")).stem
+    path = journal_path(out, run_id)
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    del header["options"]["eager_from_twin"]
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    rest = FakeWorker()
+    monkeypatch.setattr(runner, "run_worker", rest)
+    resumed = runner.resume(run_id, out, environment=FAKE_ENV)
+    assert len(rest.calls) == 4 and resumed.config["eager_from_twin"]["off"] == "--no-eager-from-twin"
+
+
+def test_cli_flag_in_help_and_refused_with_resume():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    helped = subprocess.run([sys.executable, "-m", "harness", "run", "--help"], capture_output=True, text=True, cwd=ROOT,
+                            env=env)
+    assert "--no-eager-from-twin" in helped.stdout
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", "--resume", "x", "--no-eager-from-twin"],
+                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2 and "--no-eager-from-twin" in proc.stderr
+
+
+# ---- the real path on CPU ----
+
+def test_real_cpu_run_derives_the_eager_case_and_compare_and_report_load_it(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", twins.TEST_ON_CPU_ENV: "1"}
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "harness", "run", "-w", "mlp-classic", "--size", "tiny", "-c", "eager,inductor",
+           "--scenario", "forward", "--min-time", "0", "--min-samples", "5", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"derived: eager figures from {_id('forward', 'inductor')}" in proc.stderr
+    path = next((out / "runs").glob("*.json"))
+    run = load_run(path)
+    records = run.record_map()
+    derived, twin = records[_id("forward", "eager")], records[_id("forward", "inductor")]
+    assert twin.status == "ok" and derived.status == "ok" and twins.is_derived(derived)
+    assert derived.eager.to_dict() == twin.eager.to_dict()
+    assert derived.eager.samples_s and derived.eager.peak_memory_bytes > 0
+    assert derived.metrics["latency_s"] == twin.eager.median
+    assert derived.metrics["throughput"] == pytest.approx(twin.metrics["eager_throughput"])
+    assert derived.metrics["machine_probe"] == twin.metrics["machine_probe"]
+    assert derived.worker["wall_s"] < 1.0 and "pid" not in derived.worker
+    for args in (["compare", str(path), str(path)], ["report", str(path), "-o", str(tmp_path / "r.html")],
+                 ["show", str(path)]):
+        result = subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=ROOT,
+                                env=env, timeout=120)
+        assert result.returncode == 0, (args, result.stdout[-2000:], result.stderr[-2000:])
+    assert _id("forward", "eager") in (tmp_path / "r.html").read_text()
