@@ -254,3 +254,58 @@ def test_real_cpu_case_still_measures_memory_in_a_pass():
     assert "memory" in record.metrics["phase_s"]
     saved = record.to_dict()
     assert saved["eager"]["memory_source"] == "pass"
+
+
+def load_check_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu" / "memfold_check.py"
+    spec = importlib.util.spec_from_file_location("memfold_check", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_check_script_exits_2_without_cuda(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is present: the script would run")
+    assert load_check_script().main(["--out", "/nonexistent/never-written.json"]) == 2
+    err = capsys.readouterr().err
+    assert "CUDA is not available" in err and "--device cpu" in err and len(err.strip().splitlines()) == 1
+
+
+def test_gpu_check_script_dry_mode_on_cpu_shows_the_pass_kept(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    out = tmp_path / "memfold.json"
+    assert load_check_script().main(["--device", "cpu", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    (case,) = data["cases"]
+    assert case["status"] == "ok" and case["record_memory_source"] == {"eager": "pass", "compiled": "pass"}
+    for row in case["variants"]:
+        assert row["folded"] is False and row["verdict"] == "not folded" and row["memory_kind"] == "process_rss"
+        assert row["pass_peak_bytes"] > 0 and row["pass_wall_s"] > 0 and row["samples"] >= 3
+    assert data["summary"]["verdicts"] == {"not folded": 2} and data["summary"]["failed"] == []
+
+
+def test_gpu_check_script_compares_pass_and_rounds_on_an_allocator_device(gpu, capsys):
+    device, clock = gpu
+    script = load_check_script()
+    model = Buffer(device, 100 * MiB)  # noqa: F841 - held: resident weights
+    # compiled: its timed samples rise by 30 MiB, the pass's calls by 20 MiB: a real difference
+    state = case_state(device, clock, {"eager": variant(device, clock, [8 * MiB]),
+                                       "compiled": variant(device, clock, [20 * MiB] + [30 * MiB] * 6 + [20 * MiB])})
+    worker.measure(state)
+    eager, compiled = (script.compare_variant(state, name) for name in ("eager", "compiled"))
+    assert eager["folded"] and eager["verdict"] == "same" and eager["peak_diff_mib"] == 0 == eager["delta_diff_mib"]
+    assert eager["rounds_reads"] == 6 and eager["rounds_wall_s"] >= 0
+    assert compiled["verdict"] == "DIFFERS" and compiled["delta_diff_mib"] == pytest.approx(10.0)
+    assert compiled["peak_diff_pct"] == pytest.approx(100 * 10 / 120)
+    script.print_table([{"case": "fake/forward/inductor", "status": "ok", "variants": [eager, compiled],
+                         "record_memory_source": {}, "probe_resident_bytes": PROBE_RESIDENT, "wall_s": 1.0}])
+    table = capsys.readouterr().out
+    assert "DIFFERS" in table and "+10.00 (+8.33%)" in table and "68.0 MiB" in table

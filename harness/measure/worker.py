@@ -221,7 +221,7 @@ class RoundPeaks:
         self.device = device
         self.resident_bytes = resident_bytes
         self.clock = clock
-        self.spent_s = 0.0  # seconds in the resets and reads (between samples, never timed)
+        self.spent_s: dict[str, float] = {}  # per variant: seconds in its resets and reads (never timed)
         self.reads: dict[str, int] = {}
         self._best: dict[str, tuple[int, int]] = {}  # variant -> (peak, rise over its baseline)
         self._baseline = 0
@@ -229,18 +229,21 @@ class RoundPeaks:
     def before(self, name: str) -> None:
         start = self.clock()
         self._baseline = self.device.reset_peak_memory()
-        self.spent_s += (self.clock() - start) / 1e9
+        self._spend(name, start)
 
     def after(self, name: str) -> None:
         start = self.clock()
         peak = self.device.peak_memory()
-        self.spent_s += (self.clock() - start) / 1e9
+        self._spend(name, start)
         if peak is None:
             return
         self.reads[name] = self.reads.get(name, 0) + 1
         best = self._best.get(name)
         if best is None or peak > best[0]:
             self._best[name] = (peak, peak - self._baseline)
+
+    def _spend(self, name: str, start: int) -> None:
+        self.spent_s[name] = self.spent_s.get(name, 0.0) + (self.clock() - start) / 1e9
 
     def memory(self, name: str) -> Memory | None:
         """The variant's figures, or None when no sample's peak was read (take a pass)."""
