@@ -353,3 +353,19 @@ def test_real_cpu_run_derives_the_eager_case_and_compare_and_report_load_it(tmp_
                                 env=env, timeout=120)
         assert result.returncode == 0, (args, result.stdout[-2000:], result.stderr[-2000:])
     assert _id("forward", "eager") in (tmp_path / "r.html").read_text()
+
+
+def test_the_h200_evidence_supports_the_rule():
+    """The committed H200 run (one process per case): the eager cases the rule derives have an
+    eager peak within 1 MiB of their twins', the ones it keeps are 10 MiB or more apart."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import eager_twins
+
+    runner.load_registries([])
+    run = load_run(ROOT / "results/baselines/h200-2026-12-01/gpu-suite-newway-20of21.json")
+    table = {row["case"]: row for row in eager_twins.rows(run.records)}
+    assert {k for k, r in table.items() if r["rule"] == "derive"} == {
+        "mlp-deep/forward", "llama-3.1-8b/prefill", "gemma-2b/prefill", "sdxl-unet/unet_step"}
+    for name, row in table.items():
+        diffs = [float(d) for d in row["peak_diff_mib"].split(" / ")]
+        assert (max(diffs) < 1.0) if row["rule"] == "derive" else (min(diffs) > 10.0), (name, diffs)

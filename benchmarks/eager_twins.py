@@ -1,0 +1,98 @@
+"""The evidence behind eager-from-twin (harness/run/twins.py, docs/RESULTS.md "Eager figures").
+
+For each `eager` case of a run, its eager block set against the eager block of every compiled
+case of the same workload, scenario, device, dtype, batch size, size and options: absolute
+peak memory, the peak's rise over the baseline, and the median latency, plus whether the
+rule derives that eager case (a stateless scenario on an allocator device) and, in a run
+where it did, which twin it came from.
+
+    python benchmarks/eager_twins.py RUN.json            # run with --no-eager-from-twin: the check
+    python benchmarks/eager_twins.py RUN.json --markdown  # the table docs/RESULTS.md quotes
+
+Read a run made with `--no-eager-from-twin` to check the rule (every eager case measured in
+its own process); a derived eager row equals its twin's by construction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness.model.scenarios import compiled_holds_state  # noqa: E402
+from harness.model.schema import Record, load_run  # noqa: E402
+from harness.run.runner import load_registries  # noqa: E402
+from harness.run.twins import DERIVABLE_MEMORY_KINDS, group_key, is_derived  # noqa: E402
+
+MIB = float(1 << 20)
+
+
+def _mib(value: float | None) -> str:
+    return "-" if value is None else f"{value / MIB:.2f}"
+
+
+def _ms(record: Record) -> str:
+    median = record.eager.median if record.eager is not None else None
+    return "-" if median is None else f"{median * 1e3:.3f}"
+
+
+def rows(records: list[Record]) -> list[dict[str, str]]:
+    """One row per eager case: its figures and each compiled twin's, with the differences."""
+    groups: dict[tuple, list[Record]] = {}
+    for record in records:
+        groups.setdefault(group_key(record.case), []).append(record)
+    out = []
+    for record in records:
+        if record.case.compiler != "eager" or record.eager is None:
+            continue
+        twins = [r for r in groups[group_key(record.case)] if r.case.compiler != "eager" and r.eager is not None]
+        kind = record.eager.memory_kind or ""
+        stateful = compiled_holds_state(record.case.scenario)
+        base = record.eager.peak_memory_bytes
+        out.append({
+            "case": f"{record.case.workload}/{record.case.scenario}",
+            "rule": "derive" if (kind in DERIVABLE_MEMORY_KINDS and not stateful and twins) else
+                    ("keep: stateful" if stateful else f"keep: {kind or 'no memory kind'}" if twins else "keep: no twin"),
+            "derived_from": (record.metrics.get("eager_source") or {}).get("from_case", "") if is_derived(record) else "",
+            "peak_mib": " / ".join([_mib(base)] + [_mib(t.eager.peak_memory_bytes) for t in twins]),
+            "peak_diff_mib": " / ".join(_mib((t.eager.peak_memory_bytes or 0) - (base or 0)) if base is not None
+                                        and t.eager.peak_memory_bytes is not None else "-" for t in twins),
+            "rise_mib": " / ".join([_mib(record.eager.peak_memory_delta_bytes)]
+                                   + [_mib(t.eager.peak_memory_delta_bytes) for t in twins]),
+            "median_ms": " / ".join([_ms(record)] + [_ms(t) for t in twins]),
+            "twins": ", ".join(t.case.compiler for t in twins),
+        })
+    return out
+
+
+COLUMNS = ("case", "rule", "twins", "peak_mib", "peak_diff_mib", "rise_mib", "median_ms", "derived_from")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", help="a run file")
+    parser.add_argument("--markdown", action="store_true", help="a markdown table")
+    args = parser.parse_args(argv)
+    load_registries([])  # the built-in scenarios' declarations
+    table = rows(load_run(args.run).records)
+    if not table:
+        print(f"{args.run}: no eager case with an eager block", file=sys.stderr)
+        return 1
+    print("values: the eager case first, then each compiled twin (order of 'twins'); diff = twin - eager case")
+    if args.markdown:
+        print("| " + " | ".join(COLUMNS) + " |")
+        print("|" + "---|" * len(COLUMNS))
+        for row in table:
+            print("| " + " | ".join(row[c] for c in COLUMNS) + " |")
+        return 0
+    widths = {c: max(len(c), *(len(r[c]) for r in table)) for c in COLUMNS}
+    print("  ".join(c.ljust(widths[c]) for c in COLUMNS))
+    for row in table:
+        print("  ".join(row[c].ljust(widths[c]) for c in COLUMNS))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
