@@ -169,6 +169,9 @@ def test_fold_reports_each_variants_peak_and_rise_and_matches_the_pass(gpu, monk
         assert block.peak_memory_delta_bytes == passes[name].peak_memory_delta_bytes
         assert state.round_peaks.reads[name] == len(block.samples_s) == 6
     assert state.round_peaks.resident_bytes == PROBE_RESIDENT
+    block = state.record.metrics["memory_rounds"]
+    assert block["probe_resident_bytes"] == PROBE_RESIDENT and block["reads"] == {"eager": 6, "compiled": 6}
+    assert set(block["spent_s"]) == {"eager", "compiled"}
 
 
 def test_fold_keeps_the_highest_samples_peak_with_its_own_rise(gpu):
@@ -216,7 +219,7 @@ def test_cpu_keeps_the_separate_pass(monkeypatch):
     state = case_state(CpuDevice(), clock, {"eager": eager}, probe=False)
     state.compiled_first_s = None
     worker.measure(state)
-    assert state.round_peaks is None
+    assert state.round_peaks is None and "memory_rounds" not in state.record.metrics
     timed = calls["eager"]
     worker.memory(state)
     assert calls["eager"] == timed + 3  # memory_pass's own calls

@@ -199,6 +199,7 @@ def memory_pass(device: Any, fn: Callable[[], Any], calls: int = 3) -> Memory:
 # Not the host RSS high-water mark (page-granular, and the probe's threads and numpy
 # buffers are in it too) nor MPS's sampled lower bound.
 ROUND_PEAK_KINDS = ("device_allocator",)
+MEMORY_ROUNDS_KEY = "memory_rounds"  # record.metrics: how the rounds' peaks were read
 
 
 def folds_memory(device: Any) -> bool:
@@ -244,6 +245,10 @@ class RoundPeaks:
 
     def _spend(self, name: str, start: int) -> None:
         self.spent_s[name] = self.spent_s.get(name, 0.0) + (self.clock() - start) / 1e9
+
+    def to_dict(self) -> dict[str, Any]:
+        """What the record keeps of the reading: the subtracted bytes, reads and cost per variant."""
+        return {"probe_resident_bytes": self.resident_bytes, "reads": dict(self.reads), "spent_s": dict(self.spent_s)}
 
     def memory(self, name: str) -> Memory | None:
         """The variant's figures, or None when no sample's peak was read (take a pass)."""
@@ -427,6 +432,8 @@ def measure(state: CaseState) -> None:
                                         before_sample=peaks.before if peaks else None,
                                         after_sample=peaks.after if peaks else None)
     state.record.metrics[CONTENTION_KEY] = meter.stop()
+    if peaks is not None:
+        state.record.metrics[MEMORY_ROUNDS_KEY] = peaks.to_dict()
     if isinstance(probe, ProbeSchedule):
         state.record.metrics[PROBE_KEY] = probe.probe.to_dict(probe.timed_s)
         probe.probe.close()
