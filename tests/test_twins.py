@@ -99,11 +99,9 @@ def test_real_device_memory_kinds():
     assert twins.device_memory_kind("mps") not in twins.DERIVABLE_MEMORY_KINDS
 
 
-def test_switch_off_and_gpus_turn_it_off():
+def test_switch_off_turns_it_off():
     off = plan(gpu_plan(), enabled=False)
     assert off.sources == {} and off.off == "--no-eager-from-twin"
-    pooled = plan(gpu_plan(), gpus=[0, 1])
-    assert pooled.sources == {} and pooled.off.startswith("--gpus")
     assert off.config()["enabled"] is False
 
 
@@ -314,6 +312,59 @@ def test_a_journal_from_before_twins_resumes_without_deriving(tmp_path, monkeypa
     monkeypatch.setattr(runner, "run_worker", rest)
     resumed = runner.resume(run_id, out, environment=FAKE_ENV)
     assert len(rest.calls) == 4 and resumed.config["eager_from_twin"]["off"] == "--no-eager-from-twin"
+
+
+# ---- --gpus: the pool holds a derived eager case until its twin is back ----
+
+def _pool(cases, worker, p, known=None):
+    from harness.run.multigpu import GpuPool
+
+    pool = GpuPool(cases, lambda c, env: worker(c, None, 0.0), [0, 1], held=p.sources, derive=p.take, known=known)
+    return {c.case_id: pool.result(c) for c in pool.as_completed(cases)}
+
+
+def test_pool_derives_a_held_eager_case_from_its_twin(monkeypatch):
+    monkeypatch.setenv("COMPILEBENCH_TEST_FAKE_GPUS", "2")
+    cases = [case(s, c, device="cpu") for s in ("forward", "train") for c in ("eager", "inductor")]
+    p = plan(cases)
+    assert len(p.sources) == 1
+    worker = FakeWorker()
+    records = _pool(cases, worker, p)
+    forward_eager, forward_inductor = cases[0].case_id, cases[1].case_id
+    assert forward_eager not in worker.calls and len(worker.calls) == 3
+    assert records[forward_eager].metrics["eager_source"]["from_case"] == forward_inductor
+    assert "gpu_pool" not in records[forward_eager].worker and "gpu_pool" in records[forward_inductor].worker
+
+
+def test_pool_runs_the_held_eager_case_when_its_twin_failed(monkeypatch):
+    monkeypatch.setenv("COMPILEBENCH_TEST_FAKE_GPUS", "2")
+    cases = [case("forward", "eager", device="cpu"), case("forward", "inductor", device="cpu")]
+    p = plan(cases)
+    worker = FakeWorker(fail={cases[1].case_id})
+    records = _pool(cases, worker, p)
+    assert worker.calls == [cases[1].case_id, cases[0].case_id]
+    assert records[cases[0].case_id].eager.median == 0.003 and "gpu_pool" in records[cases[0].case_id].worker
+    assert p.fallback_note(cases[0]).endswith("ended fail_compile")
+
+
+def test_pool_settles_a_held_case_whose_twin_was_journaled(monkeypatch):
+    monkeypatch.setenv("COMPILEBENCH_TEST_FAKE_GPUS", "2")
+    eager, twin = case("forward", "eager", device="cpu"), case("forward", "inductor", device="cpu")
+    p = plan([eager, twin])
+    worker = FakeWorker()
+    records = _pool([eager], worker, p, known={twin.case_id: twin_record(twin)})
+    assert worker.calls == [] and twins.is_derived(records[eager.case_id])
+
+
+def test_runner_with_gpus_derives_on_fake_gpus(tmp_path, monkeypatch, hooked):
+    monkeypatch.setenv("COMPILEBENCH_TEST_FAKE_GPUS", "2")
+    worker = FakeWorker()
+    monkeypatch.setattr(runner, "run_worker", worker)
+    run = runner.execute(_opts(tmp_path, gpus=[0, 1]), environment=FAKE_ENV)
+    assert sorted(worker.calls) == sorted([_id("forward", "inductor"), _id("train", "eager"), _id("train", "inductor")])
+    assert [r.case_id for r in run.records] == [_id(s, c) for s in ("forward", "train") for c in ("eager", "inductor")]
+    assert twins.is_derived(run.record_map()[_id("forward", "eager")])
+    assert run.config["eager_from_twin"]["derived"] == 1 and run.config["multi_gpu"]["cases"] == 3
 
 
 def test_cli_flag_in_help_and_refused_with_resume():

@@ -163,6 +163,8 @@ def dispatch_order(cases: Sequence[Case], costs: Mapping[str, float] | None) -> 
 
 RunOne = Callable[[Case, Mapping[str, str]], Record]
 Clock = Callable[[], float]
+# harness/run/twins.py: an eager case's record from its twin's, or None (the case must run)
+Derive = Callable[[Case, Mapping[str, Record]], Record | None]
 
 
 class GpuPool:
@@ -173,19 +175,33 @@ class GpuPool:
 
     `clock`: seconds, monotonic (injectable: tests drive the pool on a virtual clock).
     `reference`: one-GPU wall seconds per case id (the store's single-worker medians),
-    stamped on each record for the run's scaling efficiency."""
+    stamped on each record for the run's scaling efficiency.
+    `held`: eager case id -> twin case id (harness/run/twins.py): such a case is not queued; when
+    its twin finishes, the slot that ran the twin asks `derive` for its record and queues the
+    case only when there is none (that slot is still taking work, so the case always runs).
+    `known`: records finished before this pool (a resumed run's journal): a held case whose
+    twin is among them is settled when the pool starts."""
 
     def __init__(self, cases: Sequence[Case], run_one: RunOne, gpus: Sequence[int],
                  costs: Mapping[str, float] | None = None, *, clock: Clock = time.monotonic,
-                 reference: Mapping[str, float] | None = None):
+                 reference: Mapping[str, float] | None = None, held: Mapping[str, str] | None = None,
+                 derive: Derive | None = None, known: Mapping[str, Record] | None = None):
         if not gpus:
             raise GpuPlanError("--gpus needs at least one GPU index")
         check_cases(cases, gpus)
-        self.order = dispatch_order(cases, costs)
+        ids = {c.case_id for c in cases}
+        self._held: dict[str, list[Case]] = {}
+        for case in cases:
+            twin = (held or {}).get(case.case_id) if derive is not None else None
+            if twin is not None and (twin in ids or twin in (known or {})):
+                self._held.setdefault(twin, []).append(case)
+        held_ids = {c.case_id for waiting in self._held.values() for c in waiting}
+        self._derive = derive
+        self.order = dispatch_order([c for c in cases if c.case_id not in held_ids], costs)
         self._todo: queue.SimpleQueue[tuple[int, Case, float | None, str]] = queue.SimpleQueue()
         for position, (case, expected, source) in enumerate(self.order):
             self._todo.put((position, case, expected, source))
-        self._ids = {c.case_id for c in cases}
+        self._ids = ids
         self._run_one = run_one
         self._clock = clock
         self._reference = dict(reference or {})
@@ -196,6 +212,9 @@ class GpuPool:
         self._cond = threading.Condition()
         self._cancelled = False
         self._t0 = clock()
+        for twin_id, record in (known or {}).items():
+            if twin_id in self._held:
+                self._settle_held(twin_id, record)
         # daemon: an interrupted run must be able to exit without waiting for a slot
         self.threads = [threading.Thread(target=self._slot, args=(g,), name=f"gpu-{g}", daemon=True) for g in gpus]
         for t in self.threads:
@@ -224,6 +243,21 @@ class GpuPool:
                 if self._cancelled:
                     return  # finished after the stop (killed): not a result
                 self._done[case.case_id] = record
+                self._finished.append(case.case_id)
+                self._cond.notify_all()
+            if case.case_id in self._held:
+                self._settle_held(case.case_id, record)
+
+    def _settle_held(self, twin_id: str, twin: Record) -> None:
+        """The eager cases waiting on `twin_id`: derived now, or queued to run (no GPU stamp on
+        a derived record: it used none)."""
+        for case in self._held.pop(twin_id, []):
+            derived = self._derive(case, {twin_id: twin}) if self._derive is not None else None
+            if derived is None:
+                self._todo.put((len(self.order), case, None, "twin gave no eager figures"))
+                continue
+            with self._cond:
+                self._done[case.case_id] = derived
                 self._finished.append(case.case_id)
                 self._cond.notify_all()
 
@@ -279,10 +313,12 @@ def in_plan_order(records: Sequence[Record], cases: Sequence[Case]) -> list[Reco
 
 
 def start_pool(cases: Sequence[Case], run_one: RunOne, gpus: Sequence[int], out_dir: str,
-               costs_source: str | None = None) -> GpuPool | None:
+               costs_source: str | None = None, *, held: Mapping[str, str] | None = None,
+               derive: Derive | None = None, known: Mapping[str, Record] | None = None) -> GpuPool | None:
     """Runner entry: a pool for `--gpus`, None to run cases one by one as usual. The queue's
     costs come from `costs_source` (a history .sqlite, the --shard-costs of the run; 'none':
-    no history) or OUT/history.sqlite."""
+    no history) or OUT/history.sqlite. `held`, `derive`, `known`: eager cases taken from their
+    twins (GpuPool)."""
     if not gpus:
         return None
     from harness.run.shard import history_costs
@@ -291,7 +327,7 @@ def start_pool(cases: Sequence[Case], run_one: RunOne, gpus: Sequence[int], out_
     db = Path(costs_source) if costs_source and costs_source != "none" else Path(out_dir) / "history.sqlite"
     costs = {} if costs_source == "none" else history_costs(db, ids)
     reference = history_costs(Path(out_dir) / "history.sqlite", ids, pooled=False)
-    return GpuPool(cases, run_one, gpus, costs, reference=reference)
+    return GpuPool(cases, run_one, gpus, costs, reference=reference, held=held, derive=derive, known=known)
 
 
 def _segments(records: Sequence[Record]) -> dict[str, list[tuple[Record, dict[str, Any]]]]:

@@ -615,7 +615,7 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
     from harness.run.twins import plan_twins
 
     done = done or {}
-    twins = plan_twins(cases, enabled=opts.eager_from_twin, gpus=opts.gpus)
+    twins = plan_twins(cases, enabled=opts.eager_from_twin)
     run.config["eager_from_twin"] = twins.config()
     finished: dict[str, Record] = dict(done)  # the twins' records, journaled or run now
     policy, timeout = run.config["policy"], run.config["timeout_s"]
@@ -637,9 +637,10 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
             journal = open_journal()
         isa_cache.mkdir(parents=True, exist_ok=True)
         pool = start_pool([c for c in cases if c.case_id not in done], run_one, opts.gpus, opts.out_dir,
-                          opts.shard_costs)
+                          opts.shard_costs, held=twins.sources, derive=twins.take, known=done)
         # --gpus: cases come back as they finish (journaled at once), the run file lists them in plan order;
         # one by one, a derived eager case comes right after its twin (twins.py), listed in plan order too
+        # (with --gpus the pool holds it until its twin is back)
         for i, case in enumerate(pool.as_completed(cases) if pool else twins.order(cases)):
             if case.case_id in done:  # finished before an interruption: kept as journaled
                 run.records.append(done[case.case_id])
@@ -650,14 +651,14 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
             # held from the case's last process exit to the journal's fsync: the case is finished, keep it
             # (run_worker reopens the window for the warm worker and tlparse)
             with deferred():
-                if pool:
+                if pool:  # the pool derives a held eager case itself, on the slot that ran its twin
                     with interruptible():
                         record = pool.result(case)
                 else:
                     record = twins.take(case, finished) or run_one(case)
-                    fallback = twins.fallback_note(case)
-                    if fallback and fallback not in record.notes:
-                        record.notes.append(fallback)
+                fallback = twins.fallback_note(case)
+                if fallback and fallback not in record.notes:
+                    record.notes.append(fallback)
                 checkpoint("record-in-hand")
                 journal.append(record)  # on disk (fsync) before the next case starts
                 run.records.append(record)

@@ -11,12 +11,13 @@ workload and scenario. Where it does add something, the `eager` case keeps its o
   RSS high-water mark, 10% higher inside a compiled process; MPS: a sampled lower bound);
 - for a scenario whose compiled variant holds state of its own (train steps, KV caches:
   `harness.model.scenarios.compiled_holds_state`), which the eager peak in the twin includes;
-- with `--gpus` (cases run concurrently, so the twin's record is not in hand when its eager
-  case is dispatched), with `--no-eager-from-twin`, and when the twin is in another shard;
+- with `--no-eager-from-twin`, and when the twin is in another shard;
 - when the twin ends without a usable eager block (failed, crashed, timed out, skipped): the
   eager case then runs in its own process after all, so no figure is lost.
 
-The twin is `inductor` when planned, else the first compiled config in plan order. The
+The twin is `inductor` when planned, else the first compiled config in plan order. One by
+one, the runner runs a derived case right after its twin (`TwinPlan.order`); with `--gpus`
+the pool holds it until its twin is back (multigpu.GpuPool `held`). The
 evidence (H200, one process per case) and the rule: docs/RESULTS.md, "Eager figures".
 """
 
@@ -138,7 +139,7 @@ class TwinPlan:
                 "derived": sum(1 for r in records if is_derived(r)), "ran_own_process": own}
 
 
-def plan_twins(cases: Sequence[Case], *, enabled: bool = True, gpus: Sequence[int] = (),
+def plan_twins(cases: Sequence[Case], *, enabled: bool = True,
                memory_kind: Callable[[str], str] = device_memory_kind,
                is_eager: Callable[[str], bool] = _default_is_eager,
                stateful: Callable[[str], bool] = _default_stateful,
@@ -146,8 +147,6 @@ def plan_twins(cases: Sequence[Case], *, enabled: bool = True, gpus: Sequence[in
     """The derivations this plan allows (the module docstring has the rule)."""
     if not enabled:
         return TwinPlan(off="--no-eager-from-twin")
-    if gpus:
-        return TwinPlan(off="--gpus: cases run concurrently, a twin's record is not in hand when its eager case starts")
     on_cpu = (os.environ if env is None else env).get(TEST_ON_CPU_ENV) == "1"
     twins: dict[tuple[Any, ...], Case] = {}
     for case in cases:
