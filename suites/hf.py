@@ -283,6 +283,9 @@ def build_model(model: HFModel, size: str, device: str, dtype: Any) -> Any:
     cls, config = model_class_and_config(model, size)
     if hasattr(config, "use_cache"):
         config.use_cache = False
+    # Concrete classes are built in float32 and cast, as HUD's runner builds them: building
+    # them in `dtype` (transformers' _from_config) changes buffers computed in __init__
+    # (GPT-J's sinusoidal embed_positions come out computed in bfloat16, not cast to it).
     with torch.device(device):
         built = cls.from_config(config, dtype=dtype) if "auto" in cls.__module__ else cls(config)
     built = built.to(device=device, dtype=dtype)

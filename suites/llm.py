@@ -122,6 +122,11 @@ def build_model(config: Any, device: str, dtype: Any, weights: str | None = None
         model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True, trust_remote_code=False,
                                                      dtype=dtype)
         return model.to(device).eval()
+    # On the device, in the dtype, by transformers' own init (from_config(dtype=) sets the
+    # default dtype around __init__); not meta + to_empty(), which would leave the rotary
+    # inv_freq and Gemma's embed_scale (non-persistent buffers, computed in __init__) as
+    # garbage: see harness/model/construction.py. benchmarks/gpu/build_time.py checks the
+    # buffers against a CPU build.
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     return model.eval()
