@@ -15,7 +15,7 @@ from typing import Any
 from harness.model.errors import UserError
 
 WORKLOAD_MODULES: list[str] = ["suites.mlp", "suites.diffusion", "suites.llm", "harness.model.training", "suites.gpu", "suites.sdxl_pipeline", "suites.hf",
-                               "suites.timm_models", "suites.transformers_zoo", "suites.diffusers_zoo"]  # harness.model.training: train_module_only scenario; suites.gpu: the `gpu` suite
+                               "suites.timm_models", "suites.transformers_zoo", "suites.diffusers_zoo", "suites.breadth_ci"]  # harness.model.training: train_module_only scenario; suites.gpu: the `gpu` suite
 
 
 class UnknownSuiteError(UserError, ValueError):

@@ -41,6 +41,9 @@ def big() -> Run:
     ("mlp-classic", "smoke", "mlp"), ("123", "", "123"), ("hf-MBartForCausalLM", "hf", "mbart"),
     ("zoo-albert-masked", "transformers-zoo", "albert"), ("timm-resnet50d", "timm-2.11", "resnet"),
     ("timm-convnextv2_atto", "timm", "convnext"), ("llama-3.1-8b", "llama", "llama"),
+    # a run mixing the breadth suites' workloads (breadth-ci, or an ad-hoc -w list)
+    ("hf-BertForMaskedLM", "breadth-ci", "bert"), ("zoo-llama-causal", "breadth-ci", "llama"),
+    ("diffusers-dit-xl2", "breadth-ci", "dit"), ("hf-whisper-tiny", "", "whisper"),
 ])
 def test_workload_family(name, suite, family):
     assert workload_family(name, suite) == family

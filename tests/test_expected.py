@@ -161,3 +161,18 @@ def test_a_check_that_checked_nothing_is_exit_3_not_a_pass(tmp_path, capsys):
     assert captured.err.strip().splitlines() == [line for line in captured.err.strip().splitlines()
                                                  if line.startswith("compilebench: error: nothing checked")]
     assert str(file) in captured.err
+
+
+def test_other_model_library_versions_warn_and_do_not_fail(tmp_path, capsys):
+    env = dict(SYNTHETIC_ENV, packages={"torch": "2.13.0+cpu", "transformers": "5.24.0", "diffusers": "0.42.1"})
+    made = replace(_run("a", suite="s"), environment=dict(env, torch_version="2.13.0+cpu"))
+    file = tmp_path / "e.json"
+    assert update([made], file)["packages"] == {"transformers": "5.24.0", "diffusers": "0.42.1"}
+    newer = dict(env, packages={**env["packages"], "transformers": "5.25.0"}, torch_version="2.13.0+cpu")
+    report = check(replace(made, environment=newer), file)
+    assert not report.failed(complete=True) and len(report.warnings) == 1
+    assert "transformers 5.24.0 made" in report.warnings[0] and "this run has 5.25.0" in report.warnings[0]
+    assert check(made, file).warnings == []
+    path = save_run(replace(made, environment=newer), tmp_path / "newer.json")
+    assert main(["expected", "check", str(path), "--file", str(file)]) == 0
+    assert "warning: transformers 5.24.0 made" in capsys.readouterr().err

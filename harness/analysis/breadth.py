@@ -9,7 +9,8 @@ feed the HTML report, `compilebench show`, the compare summary and the dashboard
 A case's *family* (the model family a zoo suite groups by) is `metrics["family"]` when the
 suite wrote one, else derived from the workload name (`workload_family`): the last `/` part
 (hub names), without a leading namespace that is a part of the suite's name (`hf-` in
-`hf`, `zoo-` in `transformers-zoo`, `timm-` in `timm-2.11`); a CamelCase class name is cut
+`hf`, `zoo-` in `transformers-zoo`, `timm-` in `timm-2.11`; `hf-`, `zoo-`, `timm-` and
+`diffusers-` in any suite, e.g. `breadth-ci`, which mixes them); a CamelCase class name is cut
 before `For`/`Model`/`LMHeadModel` (`hf-MBartForCausalLM` -> `mbart`), anything else at
 its first `-`, `_` or `.` with a version tail dropped (`llama-3.1-8b` -> `llama`,
 `timm-resnet50d` -> `resnet`, `convnextv2_atto` -> `convnext`, `zoo-albert-masked` ->
@@ -34,13 +35,16 @@ FAILURE_ORDER = ("crashed", "timeout", "oom", "fail_compile", "fail_run", "fail_
 REASON_CHARS = 120  # a skip reason is one line of a table cell
 _VERSION_TAIL = re.compile(r"v?\d+[a-z]?$")
 _CLASS_NAME = re.compile(r"^([A-Z][A-Za-z0-9]*?)(For[A-Z]\w*|LMHeadModel|Model)$")
+# the namespaces the breadth suites' workload names start with: stripped in any suite, since a
+# run that mixes them (breadth-ci, or `run -w hf-...,zoo-...`) has no suite name that names them
+WORKLOAD_NAMESPACES = frozenset({"hf", "zoo", "timm", "diffusers"})
 
 
 def workload_family(workload: str, suite: str = "") -> str:
     """The family a workload name implies (see the module docstring)."""
     name = workload.strip().rsplit("/", 1)[-1]
     # a suite's namespace prefix: `hf-` in suite hf, `zoo-` in transformers-zoo, `timm-` in timm-2.11
-    prefixes = {p.lower() for p in re.split(r"[-_]", suite) if p and not p[0].isdigit()} if suite else set()
+    prefixes = {p.lower() for p in re.split(r"[-_]", suite) if p and not p[0].isdigit()} | WORKLOAD_NAMESPACES
     head, sep, rest = name.partition("-")
     if sep and rest and not rest[0].isdigit() and head.lower() in prefixes:
         name = rest

@@ -17,7 +17,12 @@ A check covers the cases the run measured; `--complete` also fails when an expec
 was not run (CI runs the whole suite with it). A run on another torch minor or device than
 the file's key fails the check (the counts legitimately differ there): re-pin with
 `update`, or keep one file per key with `--file`. `pick_workloads` (CLI `expected pick`)
-chooses one workload per model family from a file or a run: the small subset CI checks.
+chooses one workload per model family from a file or a run: the small subset CI checks
+(the `breadth-ci` suite is one: `expected pick --file results/expected/breadth-ci-cpu.json`).
+
+A file also records the versions of the model libraries its run had (`packages`:
+transformers, diffusers, timm); a run on other versions gets a warning, not a failure (the
+models' own code can move graph breaks; the CI env pins them in .ci/constraints-cpu.txt).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from harness.model.schema import Record, Run, RunFileError, write_json_atomic
 
 EXPECTED_FORMAT = "compilebench-expected/1"
 EXPECTED_FIELDS = ("status", "accuracy", "graph_breaks", "recompiles", "graphs")
+MODEL_PACKAGES = ("transformers", "diffusers", "timm")  # libraries whose model code the counts depend on
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "results" / "expected"  # this checkout's committed files
 CLI_DIR = Path("results") / "expected"  # the CLI's default: under the current directory, like --out's default
 
@@ -126,6 +132,7 @@ def check(run: Run, path: str | Path) -> ExpectedReport:
     data = load_expected(path)
     report = ExpectedReport(Path(path))
     report.differences += key_differences(file_key(data), run_key(run), path)
+    report.warnings += package_warnings(data.get("packages") or {}, model_packages(run), path)
     expected_cases: dict[str, dict[str, Any]] = data["cases"]
     seen = set()
     for record in run.records:
@@ -164,6 +171,18 @@ def key_differences(want: ExpectedKey, got: ExpectedKey, path: str | Path) -> li
     return out
 
 
+def model_packages(run: Run) -> dict[str, str]:
+    """The versions of the model libraries the run had (those installed)."""
+    packages = run.environment.get("packages") or {}
+    return {name: str(packages[name]) for name in MODEL_PACKAGES if packages.get(name)}
+
+
+def package_warnings(want: dict[str, str], got: dict[str, str], path: str | Path) -> list[str]:
+    return [f"{name} {want[name]} made {path}, this run has {got.get(name) or 'none'}: the models' code can move "
+            f"graph breaks and accuracy; if a difference below is the library's, re-pin with `compilebench expected "
+            f"update RUN --file {path}`" for name in sorted(want) if got.get(name) != want[name]]
+
+
 def update(runs: Sequence[Run], path: str | Path, keep_others: bool = True) -> dict[str, Any]:
     """Write the expected file from runs (later runs win); with keep_others, cases the runs
     did not measure keep their old entries. Works for any run, suite or not: the file's key
@@ -182,6 +201,7 @@ def update(runs: Sequence[Run], path: str | Path, keep_others: bool = True) -> d
     compilers = sorted({c.split("/")[2] for c in cases if c.count("/") >= 2})
     data = {"format": EXPECTED_FORMAT, "suite": key.suite, "device": key.device,
             "torch": first.environment.get("torch_version"), "torch_minor": key.torch_minor, "compilers": compilers,
+            "packages": model_packages(first),
             "fields": list(EXPECTED_FIELDS), "cases": dict(sorted(cases.items()))}
     write_json_atomic(path, data)
     return data
