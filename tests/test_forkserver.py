@@ -47,7 +47,7 @@ def scan(needle):
             for i, v in enumerate(list(obj)[:100]):
                 walk(v, f"{path}[{i}]", depth - 1)
         elif isinstance(obj, dict):
-            for k, v in list(obj.items())[:500]:
+            for k, v in list(dict.items(obj))[:500]:  # the stored items: a lazy mapping (transformers auto) must not import
                 walk(v, f"{path}[{k!r}]", depth - 1)
         else:
             try:
