@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
-import types
 from pathlib import Path
 
 import pytest
@@ -216,21 +216,32 @@ def test_sweep_and_coldstart_go_through_the_one_launch(tmp_path, monkeypatch):
     assert seen == ["harness.experiments.shapes:run_policy_task", "harness.experiments.lifecycle:run_step_task"]
 
 
-# A stand-in for a module that starts the CUDA driver at import: it really maps a file named
-# libcuda.so.1 into the process, which is what the server's driver check reads (/proc/self/maps)
+# A stand-in for a CUDA driver: a real shared library named libcuda.so.1 whose cuCtxGetCurrent
+# answers like the driver does after cuInit (0) or before it (3, CUDA_ERROR_NOT_INITIALIZED);
+# a module that loads it at import stands in for a module that maps (or starts) the driver
+FAKE_DRIVER_C = "int cuCtxGetCurrent(void **ctx) { *ctx = 0; return STATE; }\n"
 FAKE_DRIVER_MODULE = """
-import mmap, os, tempfile
-_path = os.path.join(tempfile.mkdtemp(prefix="cb-fake-driver-"), "libcuda.so.1")
-with open(_path, "wb") as fh:
-    fh.write(b"x" * mmap.PAGESIZE)
-_fh = open(_path, "rb")
-MAPPED = mmap.mmap(_fh.fileno(), mmap.PAGESIZE, prot=mmap.PROT_READ)
+import ctypes, os
+LIB = ctypes.CDLL(os.path.join(os.environ["CB_FAKE_DRIVER_DIR"], "libcuda.so.1"))
 """
 
 
-def _start_server(tmp_path: Path, preload: str) -> tuple[subprocess.Popen, dict]:
+def _fake_driver(tmp_path: Path, initialised: bool) -> Path:
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the stand-in driver library")
+    folder = tmp_path / "driver"
+    folder.mkdir()
+    (folder / "fake.c").write_text(FAKE_DRIVER_C)
+    subprocess.run([compiler, "-shared", "-fPIC", f"-DSTATE={0 if initialised else 3}", "-o",
+                    str(folder / "libcuda.so.1"), str(folder / "fake.c")], check=True)
+    return folder
+
+
+def _start_server(tmp_path: Path, preload: str, initialised: bool = True) -> tuple[subprocess.Popen, dict]:
     (tmp_path / "fake_driver_mod.py").write_text(FAKE_DRIVER_MODULE)
-    env = {**_env(), "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"}
+    env = {**_env(), "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}",
+           "CB_FAKE_DRIVER_DIR": str(_fake_driver(tmp_path, initialised))}
     proc = subprocess.Popen([sys.executable, "-m", "harness.run.forkserver", f"--preload={preload}"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env)
     assert proc.stdout is not None
@@ -244,13 +255,21 @@ def _stop(proc: subprocess.Popen) -> str:
     return proc.stderr.read().decode()
 
 
-def test_a_module_that_maps_the_driver_is_left_out_and_the_server_starts_again(tmp_path):
+def test_a_module_that_starts_the_driver_is_left_out_and_the_server_starts_again(tmp_path):
     proc, info = _start_server(tmp_path, "json,fake_driver_mod,csv")
     log = _stop(proc)
-    assert info["driver_loaded_by"] is None and info["cuda_loaded"] is False, info
+    assert info["driver_started_by"] is None and info["cuda_started"] is False, info
     assert info["skipped_for_driver"] == ["fake_driver_mod"]
     assert info["preloaded"] == ["json", "csv"]  # the rest is still preloaded
-    assert "fake_driver_mod mapped the CUDA driver at import" in log
+    assert "fake_driver_mod started the CUDA driver at import" in log
+
+
+def test_a_driver_mapped_but_not_initialised_keeps_the_server_whole(tmp_path):
+    # torch 2.11+cu130 maps libcuda at `import torch` and never calls cuInit there: forking is safe
+    proc, info = _start_server(tmp_path, "json,fake_driver_mod,csv", initialised=False)
+    _stop(proc)
+    assert info["driver_started_by"] is None and info["cuda_started"] is False, info
+    assert info["skipped_for_driver"] == [] and info["preloaded"] == ["json", "fake_driver_mod", "csv"]
 
 
 def test_a_server_that_cannot_do_without_the_culprit_says_so_and_stays(tmp_path):
@@ -259,29 +278,18 @@ def test_a_server_that_cannot_do_without_the_culprit_says_so_and_stays(tmp_path)
     (tmp_path / "torch" / "__init__.py").write_text(FAKE_DRIVER_MODULE)
     proc, info = _start_server(tmp_path, "torch,json")
     _stop(proc)
-    assert info["driver_loaded_by"] == "torch" and info["cuda_loaded"] is True, info
+    assert info["driver_started_by"] == "torch" and info["cuda_started"] is True, info
     assert info["skipped_for_driver"] == [] and info["preloaded"] == ["torch"]
 
 
 def test_restarts_stop_at_the_limit_and_never_drop_an_essential_module():
-    info = {"driver_loaded_by": "diffusers"}
+    info = {"driver_started_by": "diffusers"}
     assert forkserver.restart_without(info, []) == ["diffusers"]
     assert forkserver.restart_without(info, ["diffusers"]) is None  # skipped already: nothing left to try
     assert forkserver.restart_without(info, [f"m{i}" for i in range(forkserver.MAX_RESTARTS)]) is None
-    assert forkserver.restart_without({"driver_loaded_by": "torch"}, []) is None
-    assert forkserver.restart_without({"driver_loaded_by": None}, []) is None
+    assert forkserver.restart_without({"driver_started_by": "torch"}, []) is None
+    assert forkserver.restart_without({"driver_started_by": None}, []) is None
 
 
-def test_device_queries_during_the_imports_go_through_the_device_module(monkeypatch):
-    import torch
-
-    calls = []
-    fake = types.SimpleNamespace(is_available=lambda: calls.append("is_available") or True,
-                                 device_count=lambda: calls.append("device_count") or 3)
-    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda check_available=False: torch.device("cuda"))
-    monkeypatch.setattr(torch, "get_device_module", lambda device: fake)
-    before = torch.accelerator.is_available
-    with forkserver.fork_safe_device_queries():
-        assert torch.accelerator.is_available() is True and torch.accelerator.device_count() == 3
-    assert calls == ["is_available", "device_count"]
-    assert torch.accelerator.is_available is before  # restored
+def test_the_driver_check_is_false_where_no_driver_is_mapped():
+    assert forkserver.mapped_libcuda() is None and forkserver.cuda_driver_started() is False

@@ -2,14 +2,15 @@
 
 Imports the fork server's preload list in its order, with the server's environment
 (`PYTORCH_NVML_BASED_CUDA_CHECK=1`), and reports for every module
-  - whether libcuda is mapped into the process afterwards (only meaningful on a GPU host), and
+  - whether libcuda is mapped into the process afterwards and whether the driver was
+    initialised (cuInit; what makes a fork unsafe) (only meaningful on a GPU host), and
   - every call into a CUDA-starting entry point made while importing it (torch.cuda's
     lazy init and device queries, torch._C's CUDA calls, triton's driver), with the first
     caller outside torch.cuda / triton's driver, so the culprit can be kept out of the server.
 
 Works on a CPU box with a CUDA build of torch too (the calls are traced, not their effect).
 
-    python benchmarks/gpu/cuda_import_trace.py [--shim] [--json OUT.json]
+    python benchmarks/gpu/cuda_import_trace.py [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -83,16 +84,12 @@ class Tracer:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the findings here too")
-    parser.add_argument("--shim", action="store_true",
-                        help="import as the fork server does: after torch, under forkserver.fork_safe_device_queries")
     args = parser.parse_args(argv)
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
-    import contextlib
     import importlib
 
-    from harness.run.forkserver import PRELOAD, fork_safe_device_queries
+    from harness.run.forkserver import PRELOAD, cuda_driver_started
 
-    shim = contextlib.ExitStack()
     tracer = Tracer()
     rows: list[dict[str, Any]] = []
     names = list(PRELOAD)
@@ -110,22 +107,18 @@ def main(argv: list[str] | None = None) -> int:
             error = f"{type(exc).__name__}: {str(exc)[:160]}"
         finally:
             sys.setprofile(None)
-        if name == "torch" and args.shim:
-            shim.enter_context(fork_safe_device_queries())
         if name == "suites" and error is None:
             from suites import WORKLOAD_MODULES
 
             names[index:index] = [m for m in WORKLOAD_MODULES if m not in names]
         torch = sys.modules.get("torch")
         rows.append({"module": name, "seconds": round(time.perf_counter() - started, 2), "error": error,
-                     "libcuda_mapped": libcuda_mapped(),
+                     "libcuda_mapped": libcuda_mapped(), "driver_started": cuda_driver_started(),
                      "cuda_initialized": bool(torch is not None and torch.cuda.is_initialized()),
                      "calls": sum(1 for hit in tracer.hits if hit["module"] == name)})
-    shim.close()
-    print(f"# {'with' if args.shim else 'without'} the fork server's device-query shim")
     for row in rows:
         print(f"{row['module']:<40} {row['seconds']:>6.2f}s  libcuda={row['libcuda_mapped']!s:<5} "
-              f"cuda_init={row['cuda_initialized']!s:<5} calls={row['calls']}" + (f"  {row['error']}" if row["error"] else ""))
+              f"cuInit={row['driver_started']!s:<5} torch_cuda_init={row['cuda_initialized']!s:<5} calls={row['calls']}" + (f"  {row['error']}" if row["error"] else ""))
     print()
     for hit in tracer.hits:
         print(f"[{hit['module']}] {hit['call']}  <- {hit['caller']}")

@@ -3,10 +3,12 @@ a case starts in a fraction of a second instead of paying the imports again.
 
 Why it is still a fresh, cold process per case (DESIGN.md's protocol):
 - the server imports modules and nothing else: no tensor op (so no OpenMP pool), no CUDA
-  (imports run with `PYTORCH_NVML_BASED_CUDA_CHECK=1` and `fork_safe_device_queries`; the
-  server looks for libcuda after each import, and a module that mapped it is left out: the
-  server starts again without it (`--skip`), so CUDA cases still fork; where even that
-  fails, e.g. `import torch` itself maps it, the server refuses CUDA cases), nothing compiled;
+  (imports run with `PYTORCH_NVML_BASED_CUDA_CHECK=1`, so availability checks count devices
+  through NVML; after each import the server asks whether the driver was initialised
+  (`cuda_driver_started`: cuInit, not the library being mapped, which torch 2.11+cu130 does
+  at import), and a module that started it is left out: the server starts again without it
+  (`--skip`), so CUDA cases still fork; where that cannot help (`import torch` itself
+  started it) the server refuses CUDA cases), nothing compiled;
 - `TORCHINDUCTOR_CACHE_DIR` points at an empty sentinel folder while the server imports.
   After the imports the folder must still be empty (nothing written) and the only
   import-time copy of the path is Dynamo's `DynamoCache` prefix (a module-level
@@ -28,7 +30,7 @@ carries the server's own start-up environment: the server token (`SERVER_TOKEN_E
 the sweep find it too.
 
 Protocol (JSON lines; the server's stdin and stdout are its control pipe):
-  server -> {"ready": true, "preloaded": [...], "import_s": s, "cuda_loaded": bool, "pid": n}
+  server -> {"ready": true, "preloaded": [...], "import_s": s, "cuda_started": bool, "pid": n}
   runner -> {"argv": [SPEC, OUT], "env": {...}, "stdout": PATH, "stderr": PATH, "memory_cap": n|null}
   server -> {"pid": n}  then, when the case's process has exited,  {"pid": n, "returncode": rc}
 """
@@ -76,7 +78,7 @@ class ForkServerError(RuntimeError):
 def preload(modules: Sequence[str], skip: Sequence[str] = ()) -> dict[str, Any]:
     """Import `modules` (and the suites' workload modules) except `skip`; returns what was
     imported, what failed, the seconds, and the first module after whose import the CUDA
-    driver was mapped (`driver_loaded_by`; the imports stop there: the server is spoilt
+    driver was started (`driver_started_by`; the imports stop there: the server is spoilt
     for CUDA). A module that fails is left out: the case that needs it imports it itself."""
     import importlib
 
@@ -84,9 +86,9 @@ def preload(modules: Sequence[str], skip: Sequence[str] = ()) -> dict[str, Any]:
     done: list[str] = []
     failed: dict[str, str] = {}
     names = [name for name in modules if name not in skip]
-    driver_loaded_by = None
+    driver_started_by = None
     index = 0
-    while index < len(names) and driver_loaded_by is None:
+    while index < len(names) and driver_started_by is None:
         name = names[index]
         index += 1
         try:
@@ -95,61 +97,50 @@ def preload(modules: Sequence[str], skip: Sequence[str] = ()) -> dict[str, Any]:
             failed[name] = f"{type(exc).__name__}: {str(exc)[:200]}"
             continue
         done.append(name)
-        if cuda_driver_loaded():
-            driver_loaded_by = name
+        if cuda_driver_started():
+            driver_started_by = name
         elif name == "suites":
             from suites import WORKLOAD_MODULES
 
             names[index:index] = [m for m in WORKLOAD_MODULES if m not in skip and m not in names]
     return {"preloaded": done, "preload_failed": failed, "import_s": round(time.perf_counter() - started, 3),
-            "driver_loaded_by": driver_loaded_by}
+            "driver_started_by": driver_started_by}
 
 
-@contextmanager
-def fork_safe_device_queries() -> Iterator[None]:
-    """While the server imports, answer `torch.accelerator.is_available()`/`device_count()`
-    through the device module's own functions, which on CUDA count devices through NVML
-    (with PYTORCH_NVML_BASED_CUDA_CHECK=1) instead of starting the driver. Why: diffusers
-    asks `torch.accelerator.is_available()` at import (diffusers.utils.torch_utils
-    `torch_device = get_device()`), and older torch answers it with a driver device count,
-    which maps libcuda and makes every later fork unsafe for CUDA (the H200 runs of
-    2026-12-01 fell back to spawn for every case). Restored when the imports are done."""
-    accelerator = getattr(sys.modules.get("torch"), "accelerator", None)
-    if accelerator is None or not hasattr(accelerator, "current_accelerator"):
-        yield
-        return
-    original = {name: getattr(accelerator, name) for name in ("is_available", "device_count")
-                if hasattr(accelerator, name)}
-
-    def device_module() -> Any:
-        import torch
-
-        current = accelerator.current_accelerator()  # compile-time answer: no driver call
-        return None if current is None else torch.get_device_module(current)
-
-    def is_available() -> bool:
-        module = device_module()
-        return bool(module is not None and module.is_available())
-
-    def device_count() -> int:
-        module = device_module()
-        return 0 if module is None else int(module.device_count())
-
-    accelerator.is_available, accelerator.device_count = is_available, device_count
-    try:
-        yield
-    finally:
-        for name, fn in original.items():
-            setattr(accelerator, name, fn)
+CUDA_ERROR_NOT_INITIALIZED = 3
 
 
-def cuda_driver_loaded() -> bool:
-    """Whether libcuda is mapped into this process: a fork after the driver started is not safe."""
+def mapped_libcuda() -> str | None:
+    """The path of the CUDA driver library mapped into this process, if any."""
     try:
         with open("/proc/self/maps") as fh:
-            return any("libcuda.so" in line for line in fh)
+            for line in fh:
+                if "libcuda.so" in line:
+                    return line.split(None, 5)[-1].strip()
     except OSError:
+        pass
+    return None
+
+
+def cuda_driver_started() -> bool:
+    """Whether the CUDA driver was initialised (cuInit) in this process, which is what makes
+    a fork unsafe for CUDA: the library merely being mapped is not (PyTorch's own DataLoader
+    forks after `import torch`). torch 2.11+cu130 maps libcuda at `import torch` without
+    initialising it (H200, 2026-12-01: benchmarks/gpu/cuda_import_trace.py), so the mapping
+    alone would refuse every CUDA case. Asked with cuCtxGetCurrent, which before cuInit
+    answers CUDA_ERROR_NOT_INITIALIZED and changes nothing; the library is looked up with
+    RTLD_NOLOAD, never loaded by this check. Anything unexpected counts as started."""
+    import ctypes
+
+    path = mapped_libcuda()
+    if path is None:
         return False
+    try:
+        lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        context = ctypes.c_void_p()
+        return int(lib.cuCtxGetCurrent(ctypes.byref(context))) != CUDA_ERROR_NOT_INITIALIZED
+    except (OSError, AttributeError):
+        return True
 
 
 def repoint_caches() -> None:
@@ -189,14 +180,7 @@ def _serve_preload(isa_cache_dir: str | None, skip: Sequence[str] = (),
     nvml = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # a CUDA availability check during imports must not cuInit
     try:
-        loaded = preload(modules[:1], skip)  # torch first: the shim below patches it
-        with fork_safe_device_queries():
-            rest = preload(modules[1:], skip) if loaded["driver_loaded_by"] is None else None
-        if rest is not None:
-            loaded = {"preloaded": loaded["preloaded"] + rest["preloaded"],
-                      "preload_failed": {**loaded["preload_failed"], **rest["preload_failed"]},
-                      "import_s": round(loaded["import_s"] + rest["import_s"], 3),
-                      "driver_loaded_by": rest["driver_loaded_by"]}
+        loaded = preload(modules, skip)
     finally:
         if nvml is None:
             del os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"]
@@ -213,14 +197,14 @@ def _serve_preload(isa_cache_dir: str | None, skip: Sequence[str] = (),
     # (mlp-deep train, tiny: 1.21 s of gc in a spawned worker, 1.31 s forked, 0.75 s forked
     # and frozen), which would bias compile times low against every earlier run
     return {"ready": True, "pid": os.getpid(), **loaded, "skipped_for_driver": list(skip),
-            "isa_probe": isa, "cuda_loaded": cuda_started or cuda_driver_loaded(), "cache_written": written[:5]}
+            "isa_probe": isa, "cuda_started": cuda_started or cuda_driver_started(), "cache_written": written[:5]}
 
 
 def restart_without(info: dict[str, Any], skip: Sequence[str]) -> list[str] | None:
     """The skip list a new server should start with, or None to keep this one: the module
-    that mapped the driver is left out, unless the server cannot do without it or the
+    that started the driver is left out, unless the server cannot do without it or the
     restarts are spent."""
-    culprit = info.get("driver_loaded_by")
+    culprit = info.get("driver_started_by")
     if not culprit or culprit in ESSENTIAL or culprit in skip or len(skip) >= MAX_RESTARTS:
         return None
     return [*skip, culprit]
@@ -325,12 +309,12 @@ def serve(argv: Sequence[str]) -> int:
     info = _serve_preload(isa, skip, modules)
     again = restart_without(info, skip)
     if again is not None:
-        # a fresh interpreter without the module that mapped the driver; the control pipe
+        # a fresh interpreter without the module that started the driver; the control pipe
         # goes back on 0/1 (the dups are close-on-exec), the log stays on 2
         os.dup2(ctrl_in, 0)
         os.dup2(ctrl_out, 1)
         kept = [arg for arg in argv if not arg.startswith("--skip=")]
-        sys.stderr.write(f"forkserver: {info['driver_loaded_by']} mapped the CUDA driver at import; "
+        sys.stderr.write(f"forkserver: {info['driver_started_by']} started the CUDA driver at import; "
                          f"starting again without it\n")
         sys.stderr.flush()
         os.execv(sys.executable, [sys.executable, "-m", "harness.run.forkserver", *kept,
@@ -484,8 +468,8 @@ class ServerPool:
         return server
 
     def describe(self) -> list[dict[str, Any]]:
-        return [{**{k: s.info.get(k) for k in ("preloaded", "preload_failed", "import_s", "isa_probe", "cuda_loaded",
-                                              "driver_loaded_by", "skipped_for_driver")},
+        return [{**{k: s.info.get(k) for k in ("preloaded", "preload_failed", "import_s", "isa_probe", "cuda_started",
+                                              "driver_started_by", "skipped_for_driver")},
                  "python": key[0],
                  "broken": s.broken} for key, s in self.servers.items()]
 

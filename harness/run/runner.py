@@ -428,9 +428,9 @@ def _server_for(spec: WorkerSpec, python: str, env: dict[str, str], trace_dir: P
         server = pool.get(python, env, spec.isa_cache_dir if device.startswith("cpu") else None)
     if server.broken:
         return None, {"start": "spawn", "start_note": f"fork server unusable: {server.broken}"[:300]}
-    if server.info.get("cuda_loaded") and not device.startswith("cpu"):
-        culprit = server.info.get("driver_loaded_by") or "its imports"
-        return None, {"start": "spawn", "start_note": f"the fork server loaded the CUDA driver while importing {culprit}"}
+    if server.info.get("cuda_started") and not device.startswith("cpu"):
+        culprit = server.info.get("driver_started_by") or "its imports"
+        return None, {"start": "spawn", "start_note": f"the fork server started the CUDA driver while importing {culprit}"}
     return server, {"start": "preloaded"}
 
 
