@@ -293,3 +293,24 @@ def test_restarts_stop_at_the_limit_and_never_drop_an_essential_module():
 
 def test_the_driver_check_is_false_where_no_driver_is_mapped():
     assert forkserver.mapped_libcuda() is None and forkserver.cuda_driver_started() is False
+
+
+def test_a_module_that_starts_the_driver_and_then_fails_is_the_one_left_out(tmp_path):
+    # the driver check must follow a failed import too: else the next (innocent) module is
+    # blamed, skipped, and the restarted server still has the driver started
+    (tmp_path / "fails_after_driver.py").write_text(FAKE_DRIVER_MODULE + "raise ImportError('half-imported')\n")
+    proc, info = _start_server(tmp_path, "json,fails_after_driver,csv")
+    _stop(proc)
+    assert info["skipped_for_driver"] == ["fails_after_driver"], info
+    assert info["cuda_started"] is False and info["preloaded"] == ["json", "csv"], info
+
+
+def test_a_skipped_module_imported_again_by_a_later_one_ends_in_a_whole_server(tmp_path):
+    # diffusers skipped, then diffusers.models... imports it anyway: that one is left out too,
+    # and the restarts stop (each culprit is skipped once)
+    (tmp_path / "imports_driver_mod.py").write_text("import fake_driver_mod\n")
+    proc, info = _start_server(tmp_path, "json,fake_driver_mod,imports_driver_mod,csv")
+    log = _stop(proc)
+    assert info["skipped_for_driver"] == ["fake_driver_mod", "imports_driver_mod"], info
+    assert info["cuda_started"] is False and info["preloaded"] == ["json", "csv"], info
+    assert log.count("starting again without it") == 2

@@ -95,6 +95,8 @@ def preload(modules: Sequence[str], skip: Sequence[str] = ()) -> dict[str, Any]:
             importlib.import_module(name)
         except Exception as exc:  # noqa: BLE001 - not installed, or broken: the case will say so
             failed[name] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            # a module may start the driver before it fails: blame it, not the next one
+            driver_started_by = name if cuda_driver_started() else None
             continue
         done.append(name)
         if cuda_driver_started():
