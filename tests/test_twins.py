@@ -430,3 +430,22 @@ def test_a_config_that_compiles_the_eager_module_itself_is_never_the_twin():
     assert plan(regional).sources == {}
     with_ro = [*regional, case("forward", "inductor-reduce-overhead")]
     assert plan(with_ro).sources == {with_ro[0].case_id: with_ro[3].case_id}
+
+
+def test_shards_keep_a_derived_eager_case_with_its_twin(tmp_path, monkeypatch, hooked):
+    """Sorted ids dealt round-robin (or LPT, where a derived case costs microseconds) put an
+    eager case and its twin in different shards nearly always; the shard plan keeps them
+    together, so a sharded run derives as a whole one does, and the shards still cover the
+    plan once."""
+    calls: list[str] = []
+    derived: list[str] = []
+    for index in (1, 2):
+        worker = FakeWorker()
+        monkeypatch.setattr(runner, "run_worker", worker)
+        run = runner.execute(_opts(tmp_path / str(index), shard=f"{index}/2", shard_costs="none"), environment=FAKE_ENV)
+        calls += worker.calls
+        derived += [r.case_id for r in run.records if twins.is_derived(r)]
+        ids = {r.case_id for r in run.records}
+        assert (_id("forward", "eager") in ids) == (_id("forward", "inductor") in ids)
+    assert derived == [_id("forward", "eager")]
+    assert sorted(calls) == sorted([_id("forward", "inductor"), _id("train", "eager"), _id("train", "inductor")])

@@ -524,8 +524,12 @@ def _execute(opts: RunOptions, progress: ProgressFn | None, environment: dict[st
 
     cases, suite_policy = plan_cases(opts)
     from harness.run.shard import apply_shard
+    from harness.run.twins import plan_twins
 
-    cases, shard_info = apply_shard(cases, opts.shard, opts.shard_costs, Path(opts.out_dir) / "history.sqlite")
+    # a derived eager case goes to its twin's shard (apart, it would run in a process of its own)
+    attach = plan_twins(cases, enabled=opts.eager_from_twin).sources if opts.shard else None
+    cases, shard_info = apply_shard(cases, opts.shard, opts.shard_costs, Path(opts.out_dir) / "history.sqlite",
+                                    attach)
     from harness.run.multigpu import check_cases
 
     check_cases(cases, opts.gpus)  # --gpus: before the journal exists, a plan that cannot run is one line

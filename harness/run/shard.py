@@ -162,10 +162,15 @@ def expected_costs(case_ids: Sequence[str], costs: Mapping[str, float] | None) -
     return {c: known.get(c, default) for c in case_ids}, default
 
 
-def select_shard(cases: Sequence[Case], shard: ShardSpec, costs: Mapping[str, float] | None = None) -> list[Case]:
-    """The cases of one shard, in plan order."""
-    mine = set(partition([c.case_id for c in cases], shard.count, costs)[shard.index - 1])
-    return [c for c in cases if c.case_id in mine]
+def select_shard(cases: Sequence[Case], shard: ShardSpec, costs: Mapping[str, float] | None = None,
+                 attach: Mapping[str, str] | None = None) -> list[Case]:
+    """The cases of one shard, in plan order. `attach` (case id -> case id): a case that goes
+    wherever the other goes instead of being partitioned itself (an eager case derived from
+    its compiled twin, harness/run/twins.py: apart, it would run in a process of its own)."""
+    ids = {c.case_id for c in cases}
+    follows = {cid: to for cid, to in (attach or {}).items() if cid in ids and to in ids}
+    mine = set(partition([c.case_id for c in cases if c.case_id not in follows], shard.count, costs)[shard.index - 1])
+    return [c for c in cases if c.case_id in mine or follows.get(c.case_id) in mine]
 
 
 def history_costs(db_path: str | Path, case_ids: Sequence[str] | None = None, *,
@@ -211,11 +216,12 @@ def plan_fingerprint(case_ids: Sequence[str]) -> str:
 
 
 def apply_shard(cases: Sequence[Case], shard_text: str | None, costs_source: str | None,
-                default_history: Path) -> tuple[list[Case], dict[str, Any] | None]:
+                default_history: Path, attach: Mapping[str, str] | None = None
+                ) -> tuple[list[Case], dict[str, Any] | None]:
     """Runner entry: narrow the plan to one shard and describe it for the run's config.
 
     `costs_source`: a history .sqlite path, 'none' (round-robin), or None (use
-    `default_history` when it exists)."""
+    `default_history` when it exists). `attach`: see select_shard."""
     if not shard_text:
         return list(cases), None
     shard, shard_source = resolve_shard(shard_text)
@@ -229,7 +235,7 @@ def apply_shard(cases: Sequence[Case], shard_text: str | None, costs_source: str
             raise ShardError(f"--shard-costs {costs_source}: no such history file; pass a history.sqlite or 'none'")
         costs = history_costs(path, all_ids)
         source = str(path) if costs else "none"
-    selected = select_shard(cases, shard, costs)
+    selected = select_shard(cases, shard, costs, attach)
     info = {
         "index": shard.index,
         "count": shard.count,

@@ -11,7 +11,8 @@ workload and scenario. Where it does add something, the `eager` case keeps its o
   RSS high-water mark, 10% higher inside a compiled process; MPS: a sampled lower bound);
 - for a scenario whose compiled variant holds state of its own (train steps, KV caches:
   `harness.model.scenarios.compiled_holds_state`), which the eager peak in the twin includes;
-- with `--no-eager-from-twin`, and when the twin is in another shard;
+- with `--no-eager-from-twin` (`--shard` keeps a derived case in its twin's shard:
+  harness/run/shard.py select_shard `attach`);
 - when the twin ends without a usable eager block (failed, crashed, timed out, skipped): the
   eager case then runs in its own process after all, so no figure is lost.
 
