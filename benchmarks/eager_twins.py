@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.model.scenarios import compiled_holds_state  # noqa: E402
 from harness.model.schema import Record, load_run  # noqa: E402
 from harness.run.runner import load_registries  # noqa: E402
-from harness.run.twins import DERIVABLE_MEMORY_KINDS, group_key, is_derived  # noqa: E402
+from harness.run.twins import DERIVABLE_MEMORY_KINDS, group_key, is_derived, plan_twins  # noqa: E402
 
 MIB = float(1 << 20)
 
@@ -43,6 +43,9 @@ def rows(records: list[Record]) -> list[dict[str, str]]:
     groups: dict[tuple, list[Record]] = {}
     for record in records:
         groups.setdefault(group_key(record.case), []).append(record)
+    # the runner's own rule (harness/run/twins.py), each device's memory kind read from its records
+    kinds = {r.case.device: r.eager.memory_kind or "" for r in records if r.eager is not None}
+    derives = plan_twins([r.case for r in records], memory_kind=lambda device: kinds.get(device, ""), env={}).sources
     out = []
     for record in records:
         if record.case.compiler != "eager" or record.eager is None:
@@ -53,8 +56,9 @@ def rows(records: list[Record]) -> list[dict[str, str]]:
         base = record.eager.peak_memory_bytes
         out.append({
             "case": f"{record.case.workload}/{record.case.scenario}",
-            "rule": "derive" if (kind in DERIVABLE_MEMORY_KINDS and not stateful and twins) else
-                    ("keep: stateful" if stateful else f"keep: {kind or 'no memory kind'}" if twins else "keep: no twin"),
+            "rule": "derive" if record.case_id in derives else
+                    ("keep: stateful" if stateful else f"keep: {kind or 'no memory kind'}"
+                     if kind not in DERIVABLE_MEMORY_KINDS else "keep: no twin (none, or only regional / in-place)"),
             "derived_from": (record.metrics.get("eager_source") or {}).get("from_case", "") if is_derived(record) else "",
             "peak_mib": " / ".join([_mib(base)] + [_mib(t.eager.peak_memory_bytes) for t in twins]),
             "peak_diff_mib": " / ".join(_mib((t.eager.peak_memory_bytes or 0) - (base or 0)) if base is not None

@@ -449,3 +449,18 @@ def test_shards_keep_a_derived_eager_case_with_its_twin(tmp_path, monkeypatch, h
         assert (_id("forward", "eager") in ids) == (_id("forward", "inductor") in ids)
     assert derived == [_id("forward", "eager")]
     assert sorted(calls) == sorted([_id("forward", "inductor"), _id("train", "eager"), _id("train", "inductor")])
+
+
+def test_the_evidence_script_applies_the_runners_rule():
+    """benchmarks/eager_twins.py says `derive` exactly where plan_twins does: not beside a
+    regional-only twin, not for a stateful scenario."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import eager_twins
+
+    runner.load_registries([])
+    records = [twin_record(c) for c in (case("forward", "eager"), case("forward", "inductor-regional"),
+                                        case("prefill", "eager"), case("prefill", "inductor"),
+                                        case("decode", "eager"), case("decode", "inductor"))]
+    rules = {row["case"]: row["rule"] for row in eager_twins.rows(records)}
+    assert rules == {"w/forward": "keep: no twin (none, or only regional / in-place)", "w/prefill": "derive",
+                     "w/decode": "keep: stateful"}
