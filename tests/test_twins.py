@@ -464,3 +464,41 @@ def test_the_evidence_script_applies_the_runners_rule():
     rules = {row["case"]: row["rule"] for row in eager_twins.rows(records)}
     assert rules == {"w/forward": "keep: no twin (none, or only regional / in-place)", "w/prefill": "derive",
                      "w/decode": "keep: stateful"}
+
+
+def test_a_twin_whose_eager_median_is_zero_leaves_the_eager_case_to_run():
+    # a zero median (a clock too coarse for the call) has no latency or throughput to give:
+    # it must fall back like any unusable twin, not stop the run with an AssertionError
+    eager_case, twin_case = case("forward", "eager"), case("forward", "inductor")
+    p = plan([eager_case, twin_case])
+    zero = twin_record(twin_case, eager=eager_block(0.0, 15_000 << 20))
+    assert p.take(eager_case, {twin_case.case_id: zero}) is None
+    assert "no eager block" in p.fell_back[eager_case.case_id]
+
+
+def test_pool_runs_a_held_case_whose_derivation_raised(monkeypatch):
+    # a slot must never die of a derivation: the held case then runs like one whose twin failed
+    from harness.run.multigpu import GpuPool
+
+    monkeypatch.setenv("COMPILEBENCH_TEST_FAKE_GPUS", "2")
+    cases = [case("forward", "eager", device="cpu"), case("forward", "inductor", device="cpu")]
+    p = plan(cases)
+    worker = FakeWorker()
+
+    def broken(c, finished):
+        raise ValueError("bad twin metrics")
+
+    pool = GpuPool(cases, lambda c, env: worker(c, None, 0.0), [0, 1], held=p.sources, derive=broken)
+    records = {c.case_id: pool.result(c) for c in pool.as_completed(cases)}
+    assert worker.calls == [cases[1].case_id, cases[0].case_id]
+    assert records[cases[0].case_id].eager.median == 0.003
+    assert records[cases[0].case_id].worker["gpu_pool"]["expected_from"].startswith("derivation failed: ValueError")
+
+
+def test_a_twin_record_the_derivation_cannot_read_leaves_the_eager_case_to_run():
+    eager_case, twin_case = case("forward", "eager"), case("forward", "inductor")
+    p = plan([eager_case, twin_case])
+    odd = twin_record(twin_case)
+    odd.metrics["units_per_call"] = "many"  # e.g. a user scenario's odd figure
+    assert p.take(eager_case, {twin_case.case_id: odd}) is None
+    assert "could not be derived from (ValueError" in p.fallback_note(eager_case)

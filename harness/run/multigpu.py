@@ -252,9 +252,13 @@ class GpuPool:
         """The eager cases waiting on `twin_id`: derived now, or queued to run (no GPU stamp on
         a derived record: it used none)."""
         for case in self._held.pop(twin_id, []):
-            derived = self._derive(case, {twin_id: twin}) if self._derive is not None else None
+            why = "twin gave no eager figures"
+            try:
+                derived = self._derive(case, {twin_id: twin}) if self._derive is not None else None
+            except Exception as exc:  # noqa: BLE001 - a slot must never die of a derivation: the case runs
+                derived, why = None, f"derivation failed: {type(exc).__name__}: {str(exc)[:200]}"
             if derived is None:
-                self._todo.put((len(self.order), case, None, "twin gave no eager figures"))
+                self._todo.put((len(self.order), case, None, why))
                 continue
             with self._cond:
                 self._done[case.case_id] = derived

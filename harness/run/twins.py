@@ -132,7 +132,11 @@ class TwinPlan:
             self.fell_back[case.case_id] = f"twin {twin_id} {why}"
             return None
         assert twin is not None
-        return derive(case, twin, wall_s=clock() - started)
+        try:
+            return derive(case, twin, wall_s=clock() - started)
+        except Exception as exc:  # noqa: BLE001 - a twin record the derivation cannot read: the case runs itself
+            self.fell_back[case.case_id] = f"twin {twin_id} could not be derived from ({type(exc).__name__}: {exc})"[:300]
+            return None
 
     def fallback_note(self, case: Case) -> str | None:
         why = self.fell_back.get(case.case_id)
@@ -188,7 +192,7 @@ def unusable(twin: Record | None) -> str | None:
     if twin.status != "ok":
         return f"ended {twin.status}"
     eager = twin.eager
-    if eager is None or not eager.samples_s or eager.median is None:
+    if eager is None or not eager.samples_s or not eager.median:  # a zero median gives no latency either
         return "has no eager block"
     if eager.peak_memory_bytes is None:
         return "has no eager peak memory"
