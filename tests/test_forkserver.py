@@ -292,7 +292,12 @@ def test_restarts_stop_at_the_limit_and_never_drop_an_essential_module():
 
 
 def test_the_driver_check_is_false_where_no_driver_is_mapped():
-    assert forkserver.mapped_libcuda() is None and forkserver.cuda_driver_started() is False
+    # in a fresh interpreter that imported no torch: this test process may have libcuda
+    # mapped (a CUDA torch maps it at import), which would make the check answer for it
+    code = ("import sys; from harness.run import forkserver as f; assert 'torch' not in sys.modules; "
+            "print(f.mapped_libcuda(), f.cuda_driver_started())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=60)
+    assert done.returncode == 0 and done.stdout.split() == ["None", "False"], done.stdout + done.stderr
 
 
 def test_a_module_that_starts_the_driver_and_then_fails_is_the_one_left_out(tmp_path):
