@@ -58,7 +58,7 @@ def rows(records: list[Record]) -> list[dict[str, str]]:
             "case": f"{record.case.workload}/{record.case.scenario}",
             "rule": "derive" if record.case_id in derives else
                     ("keep: stateful" if stateful else f"keep: {kind or 'no memory kind'}"
-                     if kind not in DERIVABLE_MEMORY_KINDS else "keep: no twin (none, or only regional / in-place)"),
+                     if kind not in DERIVABLE_MEMORY_KINDS else "keep: no twin (none, or only regional / in-place / freezing)"),
             "derived_from": (record.metrics.get("eager_source") or {}).get("from_case", "") if is_derived(record) else "",
             "peak_mib": " / ".join([_mib(base)] + [_mib(t.eager.peak_memory_bytes) for t in twins]),
             "peak_diff_mib": " / ".join(_mib((t.eager.peak_memory_bytes or 0) - (base or 0)) if base is not None

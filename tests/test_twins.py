@@ -422,14 +422,15 @@ def test_the_h200_evidence_supports_the_rule():
         assert (max(diffs) < 1.0) if row["rule"] == "derive" else (min(diffs) > 10.0), (name, diffs)
 
 
-def test_a_config_that_compiles_the_eager_module_itself_is_never_the_twin():
+def test_a_config_that_compiles_the_eager_module_itself_or_freezes_is_never_the_twin():
     """Regional and in-place configs compile the very module their eager variant calls, which
     then runs under force_eager through the compiled wrappers: not a plain eager figure (8
     compiled Linear blocks under force_eager took 2.1x the plain module's time on CPU)."""
-    regional = [case("forward", "eager"), case("forward", "inductor-regional"), case("forward", "inductor-inplace")]
+    regional = [case("forward", "eager"), case("forward", "inductor-regional"), case("forward", "inductor-inplace"),
+                case("forward", "inductor-max-autotune-freezing")]  # freezing: the frozen graph's own weights
     assert plan(regional).sources == {}
     with_ro = [*regional, case("forward", "inductor-reduce-overhead")]
-    assert plan(with_ro).sources == {with_ro[0].case_id: with_ro[3].case_id}
+    assert plan(with_ro).sources == {with_ro[0].case_id: with_ro[4].case_id}
 
 
 def test_shards_keep_a_derived_eager_case_with_its_twin(tmp_path, monkeypatch, hooked):
@@ -462,7 +463,7 @@ def test_the_evidence_script_applies_the_runners_rule():
                                         case("prefill", "eager"), case("prefill", "inductor"),
                                         case("decode", "eager"), case("decode", "inductor"))]
     rules = {row["case"]: row["rule"] for row in eager_twins.rows(records)}
-    assert rules == {"w/forward": "keep: no twin (none, or only regional / in-place)", "w/prefill": "derive",
+    assert rules == {"w/forward": "keep: no twin (none, or only regional / in-place / freezing)", "w/prefill": "derive",
                      "w/decode": "keep: stateful"}
 
 

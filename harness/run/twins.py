@@ -17,8 +17,9 @@ workload and scenario. Where it does add something, the `eager` case keeps its o
   eager case then runs in its own process after all, so no figure is lost.
 
 The twin is `inductor` when planned, else the first compiled config in plan order whose
-eager variant is the plain model (not a regional or in-place config: those run the eager
-variant through their compiled wrappers under force_eager). One by
+process measures eager as the eager case's would (`_default_twin_ok`: not a regional or
+in-place config, whose eager variant runs through the compiled wrappers under force_eager,
+nor freezing, whose frozen graph holds weights of its own). One by
 one, the runner runs a derived case right after its twin (`TwinPlan.order`); with `--gpus`
 the pool holds it until its twin is back (multigpu.GpuPool `held`). The
 evidence (H200, one process per case) and the rule: docs/RESULTS.md, "Eager figures".
@@ -73,15 +74,17 @@ def _default_is_eager(compiler: str) -> bool:
     return get_compiler(compiler).is_eager
 
 
-def _default_plain_eager(compiler: str) -> bool:
-    """Whether a compiled config's eager variant is the plain model: regional and in-place
-    configs compile the very module the eager variant calls, which then runs under
-    force_eager through the compiled wrappers (measured: 8 compiled Linear blocks under
-    force_eager took 2.1x the plain module's time on CPU), so they are never a twin."""
+def _default_twin_ok(compiler: str) -> bool:
+    """Whether a compiled config's process measures eager as an eager case's would. Not
+    regional or in-place configs: they compile the very module the eager variant calls,
+    which then runs under force_eager through the compiled wrappers (8 compiled Linear
+    blocks under force_eager took 2.1x the plain module's time on CPU). Not freezing: the
+    frozen graph holds weights of its own (a 32 MiB MLP on CPU kept 37.7 MiB more resident
+    after a compile with freezing than without), which the eager peak would include."""
     from compiler import get_compiler
 
     config = get_compiler(compiler)
-    return not (config.regional or config.inplace)
+    return not (config.regional or config.inplace or config.options_dict().get("freezing"))
 
 
 def _default_stateful(scenario: str) -> bool:
@@ -162,14 +165,14 @@ def plan_twins(cases: Sequence[Case], *, enabled: bool = True,
                is_eager: Callable[[str], bool] = _default_is_eager,
                stateful: Callable[[str], bool] = _default_stateful,
                env: Mapping[str, str] | None = None,
-               plain_eager: Callable[[str], bool] = _default_plain_eager) -> TwinPlan:
+               twin_ok: Callable[[str], bool] = _default_twin_ok) -> TwinPlan:
     """The derivations this plan allows (the module docstring has the rule)."""
     if not enabled:
         return TwinPlan(off="--no-eager-from-twin")
     on_cpu = (os.environ if env is None else env).get(TEST_ON_CPU_ENV) == "1"
     twins: dict[tuple[Any, ...], Case] = {}
     for case in cases:
-        if is_eager(case.compiler) or not plain_eager(case.compiler):
+        if is_eager(case.compiler) or not twin_ok(case.compiler):
             continue
         key = group_key(case)
         if key not in twins or (case.compiler == PREFERRED_TWIN and twins[key].compiler != PREFERRED_TWIN):
