@@ -503,3 +503,17 @@ def test_a_twin_record_the_derivation_cannot_read_leaves_the_eager_case_to_run()
     odd.metrics["units_per_call"] = "many"  # e.g. a user scenario's odd figure
     assert p.take(eager_case, {twin_case.case_id: odd}) is None
     assert "could not be derived from (ValueError" in p.fallback_note(eager_case)
+
+
+def test_shards_with_gpus_derive_in_the_pool_of_the_twins_shard(tmp_path, monkeypatch, hooked):
+    monkeypatch.setenv("COMPILEBENCH_TEST_FAKE_GPUS", "2")
+    calls: list[str] = []
+    derived: list[str] = []
+    for index in (1, 2):
+        worker = FakeWorker()
+        monkeypatch.setattr(runner, "run_worker", worker)
+        run = runner.execute(_opts(tmp_path / str(index), shard=f"{index}/2", shard_costs="none", gpus=[0, 1]),
+                             environment=FAKE_ENV)
+        calls += worker.calls
+        derived += [r.case_id for r in run.records if twins.is_derived(r)]
+    assert derived == [_id("forward", "eager")] and len(calls) == 3 and _id("forward", "eager") not in calls
