@@ -239,7 +239,8 @@ def run_ab_study(sessions: int, rounds: int, arm_env: dict[str, dict[str, str]],
     def one(i: int, arm: str, env: dict[str, str]) -> dict[str, Any]:
         load_before = load_average()
         out_json = out / f"ab-{i:02d}-{arm.replace(' ', '').replace('%', '').replace('/', '')}.json"
-        argv = [sys.executable, "-m", "harness", "ab", *common, "--json-file", str(out_json)]
+        # every round measured: gate_sequential.py --replay then decides each session both ways
+        argv = [sys.executable, "-m", "harness", "ab", *common, "--no-adaptive", "--json-file", str(out_json)]
         for k, v in env.items():
             argv += ["--head-env", f"{k}={v}"]
         t0 = time.monotonic()

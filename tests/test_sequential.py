@@ -136,8 +136,8 @@ def test_ab_without_a_rule_runs_every_round(tmp_path, monkeypatch):
     assert [len(r.records) for r in base] == [1] * 5 and base[0].config["ab"]["stopped"] == {}
 
 
-@pytest.mark.parametrize("flag, adaptive", [(["--adaptive"], True), ([], False), (["--no-adaptive"], False)])
-def test_ab_cli_passes_the_rule_only_with_adaptive(monkeypatch, tmp_path, flag, adaptive):
+@pytest.mark.parametrize("flag, adaptive", [(["--adaptive"], True), ([], True), (["--no-adaptive"], False)])
+def test_ab_cli_passes_the_rule_by_default_and_not_with_no_adaptive(monkeypatch, tmp_path, flag, adaptive):
     import sys
 
     import harness.experiments.ab as ab
