@@ -11,6 +11,12 @@
 # (benchmarks/gpu/phase_table.py) and brings back $OUT/bench-gpu.tgz (the run's files without
 # the clone and venvs), the run file and the phase table.
 # EXTRA passes flags to `run` (EXTRA=--no-preload: the old spawn path, for the before/after).
+# RUN_CMD replaces the whole command (any shell line writing run files under $DIR/results),
+# e.g. the `hf` suite's forward cases, small models first:
+#   DIR=/tmp/cb-hf RUN_CMD='python3 -m harness run --suite hf -w ... --out /tmp/cb-hf/results' \
+#     bash benchmarks/gpu/bench_gpu_bg.sh start
+# `collect` refreshes $OUT every REFRESH_S (60) while it waits, so a call cut short by the
+# device budget still brings back what had finished.
 # TOX=1: the newcomer's path instead, `python3 -m tox -e bench-gpu` in a copy of the tree
 # without its .git, .tox, results and reports (a clean clone's files), tox installed into
 # its own venv and pip pointed at the carried wheels (WHEELS, default ./.whl: tox and its
@@ -22,11 +28,22 @@ PY="${PYTHON:-python3}"
 EXTRA="${EXTRA:-}"
 WAIT_S="${WAIT_S:-560}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
+# $OUT brings back 8 files at most: the run's files as one archive (the clone and the venvs
+# stay behind), the run file(s) and the phase table also as plain files
+pack_out() {
+  [ -n "${OUT:-}" ] || return 0
+  tar -czf "$OUT/bench-gpu.tgz.part" -C "$DIR" --exclude=./clone --exclude=./toxvenv . 2>/dev/null \
+    && mv "$OUT/bench-gpu.tgz.part" "$OUT/bench-gpu.tgz"
+  cp "$DIR"/results/runs/*.json "$OUT/" 2>/dev/null; cp "$DIR/phase-table.txt" "$OUT/" 2>/dev/null
+  return 0
+}
 case "${1:-}" in
   start)
     rm -rf "$DIR"; mkdir -p "$DIR/results"
     RUN_ARGS="--out $DIR/results --no-ingest --label bench-gpu $EXTRA"
-    if [ "${TOX:-0}" = 1 ]; then
+    if [ -n "${RUN_CMD:-}" ]; then
+      CMD="$RUN_CMD"
+    elif [ "${TOX:-0}" = 1 ]; then
       WHEELS="$(cd "${WHEELS:-.whl}" && pwd)"
       mkdir -p "$DIR/clone"
       tar --exclude=./.git --exclude=./.tox --exclude=./results/runs --exclude=./reports --exclude=./.whl -cf - . \
@@ -47,7 +64,10 @@ case "${1:-}" in
     ;;
   collect)
     waited=0
-    while [ ! -f "$DIR/wall.json" ] && [ "$waited" -lt "$WAIT_S" ]; do sleep 5; waited=$((waited + 5)); done
+    while [ ! -f "$DIR/wall.json" ] && [ "$waited" -lt "$WAIT_S" ]; do
+      sleep 5; waited=$((waited + 5))
+      [ $((waited % ${REFRESH_S:-60})) -eq 0 ] && pack_out
+    done
     tail -n 30 "$DIR/gpu-run.log"
     if [ -f "$DIR/wall.json" ]; then
       cat "$DIR/wall.json"
@@ -55,12 +75,7 @@ case "${1:-}" in
     else
       echo "still running after ${WAIT_S}s of waiting; collect again"
     fi
-    # $OUT brings back 8 files at most: the run's files as one archive (the clone and the
-    # venvs stay behind), the run file(s) and the phase table also as plain files
-    if [ -n "${OUT:-}" ]; then
-      tar -czf "$OUT/bench-gpu.tgz" -C "$DIR" --exclude=./clone --exclude=./toxvenv . 2>/dev/null
-      cp "$DIR"/results/runs/*.json "$OUT/" 2>/dev/null; cp "$DIR/phase-table.txt" "$OUT/" 2>/dev/null
-    fi
+    pack_out
     [ -f "$DIR/wall.json" ]
     ;;
   *) echo "usage: $0 start|collect" >&2; exit 2 ;;
