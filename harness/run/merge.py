@@ -13,6 +13,11 @@ plan, merge also checks they used the same partition; planned cases absent from 
 input (a shard's file missing, a shard stopped early) are missing data, an
 IncompleteMergeError (exit 3), unless `allow_missing` (then recorded in `config.shards`).
 A shard with no run file whose plan share was empty blocks nothing.
+
+The merged `config` drops nothing of the inputs': a key every input has with one value is
+kept as is (`policy`, `compilers`, `timeout_s`, ...), `eager_from_twin` is combined (pairs and
+`ran_own_process` united, `derived` summed), and what differs between inputs (`argv`, `shard`,
+`worker_start`, each one's `wall_s`, ...) stays per input under `config.sources[run_id]`.
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ from harness.model.schema import Record, Run, RunFileError
 
 # environment fields that must agree for records to belong in one run
 SOFTWARE_KEYS = ("torch_version", "torch_git", "git_commit")
+# config keys of one run that the merged run recomputes for the whole (each input's own value
+# stays under config.sources); a merged input's own merge bookkeeping is recomputed too
+RECOMPUTED_KEYS = frozenset({"suite", "cases_planned", "wall_s", "wall_s_sum", "interrupted", "path", "shard", "shards",
+                             "merged_from", "merge_warnings", "sources", "eager_from_twin"})
 
 
 class MergeError(RunFileError):
@@ -112,6 +121,30 @@ def _shard_summary(runs: Sequence[Run], merged_ids: set[str]) -> dict[str, Any] 
     }
 
 
+def merge_twin_configs(configs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The inputs' `config.eager_from_twin` as one (harness/run/twins.py TwinPlan.config): on
+    only where every input had it on, its pairs and `ran_own_process` united, `derived` summed.
+    None when no input has one (run files from before twins)."""
+    twins = [c["eager_from_twin"] for c in configs if isinstance(c.get("eager_from_twin"), dict)]
+    if not twins:
+        return None
+    offs = [t.get("off") for t in twins if t.get("off")]
+    return {"enabled": all(t.get("enabled") for t in twins), "off": offs[0] if offs else None,
+            "pairs": {k: v for t in twins for k, v in (t.get("pairs") or {}).items()},
+            "derived": sum(int(t.get("derived") or 0) for t in twins),
+            "ran_own_process": {k: v for t in twins for k, v in (t.get("ran_own_process") or {}).items()}}
+
+
+def merged_config(runs: Sequence[Run]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The inputs' config keys that every input has with one value (kept as they are), and per
+    input run id the rest of its config (config.sources), so a merge loses no key."""
+    configs = [r.config or {} for r in runs]
+    keys = dict.fromkeys(k for c in configs for k in c if k not in RECOMPUTED_KEYS)
+    common = {k: configs[0][k] for k in keys if all(k in c and c[k] == configs[0][k] for c in configs)}
+    sources = {r.run_id: {k: v for k, v in (r.config or {}).items() if k not in common} for r in runs}
+    return common, sources
+
+
 def merge_runs(runs: Sequence[Run], label: str = "", allow_mixed: bool = False, allow_missing: bool = False) -> Run:
     """Combine runs into one. Records come in plan order when the inputs are shards of one
     plan, else in input order; each record remembers its machine. Shards whose planned cases
@@ -141,7 +174,9 @@ def merge_runs(runs: Sequence[Run], label: str = "", allow_mixed: bool = False, 
     environment["hosts"] = sorted({str(e.get("host")) for e in envs})
     walls = [float(r.config.get("wall_s") or 0.0) for r in runs]
     suites = {r.config.get("suite") for r in runs}
+    common, sources = merged_config(runs)
     config: dict[str, Any] = {
+        **common,
         "suite": suites.pop() if len(suites) == 1 else None,
         "merged_from": [r.run_id for r in runs],
         "cases_planned": len(shard["plan_case_ids"]) if shard else sum(int(r.config.get("cases_planned") or 0) for r in runs),
@@ -149,7 +184,11 @@ def merge_runs(runs: Sequence[Run], label: str = "", allow_mixed: bool = False, 
         "wall_s_sum": round(sum(walls), 3),
         "interrupted": any(r.config.get("interrupted") for r in runs),
         "merge_warnings": warnings,
+        "sources": sources,
     }
+    twins = merge_twin_configs([r.config or {} for r in runs])
+    if twins is not None:
+        config["eager_from_twin"] = twins
     if shard:
         config["shards"] = {k: v for k, v in shard.items() if k != "plan_case_ids"}
         config["shards"]["allowed_missing"] = bool(problem)
