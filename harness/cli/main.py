@@ -68,9 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run a suite or workloads; writes results/runs/<run_id>.json",
                        description="Run cases, each in a fresh worker process. Exit code 0 when every case is ok "
-                                   "(or skipped, when some case ran), 1 when any case failed, 2 on bad options, 3 when "
-                                   "nothing was measured (every case skipped, without --allow-skips, or no case "
-                                   "planned) or the run file / history could not be written, 130 when interrupted.")
+                                   "(or skipped, when some case ran; or --shard I/N whose share of the plan is empty), 1 when any "
+                                   "case failed, 2 on bad options (a selection that matches no case), 3 when "
+                                   "nothing was measured (every case skipped, without --allow-skips) or the run "
+                                   "file / history could not be written, 130 when interrupted.")
     p.add_argument("--suite", help="named suite (see `compilebench list`), e.g. smoke")
     p.add_argument("--workload", "-w", action="append", help="workload name (repeatable or comma list)")
     p.add_argument("--workload-file", action="append", default=[], help="load @workload factories from this .py file")
@@ -243,7 +244,25 @@ def _cmd_run(args: argparse.Namespace) -> int:
     failed = sum(n for s, n in counts.items() if s not in ("ok", "skipped"))
     if failed:
         return EXIT_FAILED
+    empty_shard = empty_shard_note(run)
+    if empty_shard:  # the shard did all it was given: merge checks the plan is covered
+        console.print(empty_shard, soft_wrap=True, markup=False, highlight=False)
+        return EXIT_OK
     return _nothing_measured(run, args.allow_skips)
+
+
+def empty_shard_note(run) -> str | None:
+    """The line of a `--shard I/N` run whose share of the plan is empty (more shards than
+    cases: a CI matrix wider than the plan), else None. That shard did its whole job (exit 0);
+    its run file still records the shard, and `merge` checks that the shards cover the plan. An
+    empty *plan* (a selection that matches nothing) never gets here: that is exit 2."""
+    shard = run.config.get("shard") or {}
+    if run.records or not shard:
+        return None
+    planned = len(shard.get("plan_case_ids") or [])
+    return (f"shard {shard.get('index')}/{shard.get('count')} holds no case of this plan ({planned} planned "
+            f"case(s) over {shard.get('count')} shards): nothing to run; its run file {run.config.get('path')} "
+            "records the shard for `compilebench merge`")
 
 
 def _check_store(db: Path) -> None:
@@ -257,11 +276,8 @@ def _check_store(db: Path) -> None:
 def _nothing_measured(run, allow_skips: bool) -> int:
     """A run that measured nothing is the harness failing its job, not a pass: exit 3 (a nightly
     whose GPU driver broke must not go green). The reason of each skip is printed above it."""
-    if not run.records:
-        shard = run.config.get("shard") or {}
-        where = (f" (shard {shard.get('index')}/{shard.get('count')} got none of the "
-                 f"{len(shard.get('plan_case_ids') or [])} planned cases: use fewer shards)" if shard else "")
-        print(f"compilebench: error: nothing to run: the run has no case{where}; run file {run.config.get('path')}",
+    if not run.records:  # not a shard's empty share (empty_shard_note): a run of no case measured nothing
+        print(f"compilebench: error: nothing to run: the run has no case; run file {run.config.get('path')}",
               file=sys.stderr)
         return EXIT_HARNESS
     return nothing_measured([r.status for r in run.records], allow_skips)
