@@ -176,6 +176,12 @@ def print_failures(console: Console, run: Run) -> None:
             console.print(Text(f"{r.case_id}: skipped: {why}", style="dim"))
 
 
+def derived_from(record: Record) -> str | None:
+    """The twin case id a derived eager record came from (harness/run/twins.py), else None."""
+    worker = record.worker or {}
+    return worker.get("from_case") if worker.get("start") == "derived" else None
+
+
 class ProgressPrinter:
     """One line per finished case; on a terminal also a live line with the running case and
     its elapsed time (CI logs get plain start/finish lines instead)."""
@@ -197,20 +203,22 @@ class ProgressPrinter:
             return
         self._stop_live()
         assert record is not None
-        elapsed = time.monotonic() - self.started
         total_elapsed = time.monotonic() - self.run_started
         style = STATUS_STYLE.get(record.status, "bold red")
         line = Text(f"{prefix} ")
         line.append(record.status, style=style)
-        self.eta.finished(case.case_id, elapsed)
+        twin = derived_from(record)
+        if twin is None:
+            elapsed = time.monotonic() - self.started
+            self.eta.finished(case.case_id, elapsed)
+        # a derived case had no "start" (it ran no process) and is not fed to the ETA: its microseconds
+        # would pull down the time expected of the cases that do run
         eta = fmt_eta(self.eta.remaining_s(total - index - 1, case.suite))
-        line.append(f" {case.case_id} in {elapsed:.1f}s (run {total_elapsed:.0f}s{', ' + eta if eta else ''})")
+        where = f"derived: eager figures from {twin}, no process of its own" if twin else f"in {elapsed:.1f}s"
+        line.append(f" {case.case_id} {where} (run {total_elapsed:.0f}s{', ' + eta if eta else ''})")
         sp = (record.metrics or {}).get("speedup")
         if sp:
             line.append(f"  speedup {sp:.2f}x")
-        twin = (record.worker or {}).get("from_case") if (record.worker or {}).get("start") == "derived" else None
-        if twin:  # harness/run/twins.py: no process of its own
-            line.append(f"  derived: eager figures from {twin}")
         self.console.print(line, highlight=False)
 
     def _start_live(self, text: str) -> None:

@@ -650,7 +650,9 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
                 run.records.append(done[case.case_id])
                 continue
             checkpoint("next-case")
-            if progress:
+            derived = None if pool else twins.take(case, finished)  # computed, not run: nothing to lose yet
+            # no "running" line for a case that runs no process: derived here, or held by the pool for its twin
+            if progress and derived is None and not (pool and case.case_id in twins.sources):
                 progress("start", case, i, len(cases), None)
             # held from the case's last process exit to the journal's fsync: the case is finished, keep it
             # (run_worker reopens the window for the warm worker and tlparse)
@@ -659,7 +661,7 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
                     with interruptible():
                         record = pool.result(case)
                 else:
-                    record = twins.take(case, finished) or run_one(case)
+                    record = derived or run_one(case)
                 fallback = twins.fallback_note(case)
                 if fallback and fallback not in record.notes:
                     record.notes.append(fallback)

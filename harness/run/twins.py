@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.measure.worker import MEMORY_ROUNDS_KEY
 from harness.model.payloads import CompileStats, Speedup
 from harness.model.schema import Case, Record
 
@@ -45,6 +46,7 @@ TEST_ON_CPU_ENV = "COMPILEBENCH_TEST_EAGER_FROM_TWIN_ON_CPU"
 PREFERRED_TWIN = "inductor"
 DERIVED_START = "derived"  # record.worker["start"] of a derived record
 FALLBACK_NOTE = "eager case run in its own process"  # the note of a planned derivation that could not be
+EAGER_VARIANT = "eager"  # the eager variant's name in a worker's per-variant figures (harness/measure/worker.py)
 
 # metrics of the twin that describe its compiled variant, never the eager one
 _COMPILED_ONLY = frozenset(f.name for group in (CompileStats, Speedup) for f in group.declared()) | {
@@ -219,11 +221,26 @@ def derive(case: Case, twin: Record, wall_s: float = 0.0) -> Record:
     metrics["throughput"] = (float(units) / eager.median) if units else None
     metrics["eager_source"] = {"from_case": twin.case_id, "twin_pid": (twin.worker or {}).get("pid"),
                                "twin_wall_s": (twin.worker or {}).get("wall_s")}
+    if isinstance(metrics.get(MEMORY_ROUNDS_KEY), Mapping):
+        metrics[MEMORY_ROUNDS_KEY] = eager_rounds(metrics[MEMORY_ROUNDS_KEY], twin.case_id)
     note = (f"eager figures from {twin.case_id}: its eager block, measured interleaved with the compiled variant "
             "in that case's process; not run in a process of its own (docs/RESULTS.md, Eager figures)")
     notes = [note] + [n for n in twin.notes if not n.startswith(_COMPILED_NOTE_PREFIXES)]
     return Record(case=case, status="ok", eager=eager, compiled=None, metrics=metrics, notes=notes,
                   worker={"start": DERIVED_START, "from_case": twin.case_id, "wall_s": round(wall_s, 6)})
+
+
+def eager_rounds(rounds: Mapping[str, Any], twin_id: str) -> dict[str, Any]:
+    """A derived record's `memory_rounds`: the twin's reads of its eager variant only (the
+    rounds the copied eager peak came from), stamped `from_case` so no reader takes them for
+    rounds the eager case ran itself; the compiled variant's reads are dropped."""
+    out = {k: v for k, v in rounds.items() if k not in ("reads", "spent_s")}
+    for key in ("reads", "spent_s"):
+        per_variant = rounds.get(key)
+        if isinstance(per_variant, Mapping):
+            out[key] = {name: v for name, v in per_variant.items() if name == EAGER_VARIANT}
+    out["from_case"] = twin_id
+    return out
 
 
 def _eager_metrics(twin: Mapping[str, Any]) -> dict[str, Any]:
