@@ -28,7 +28,7 @@ EXIT_CODES_HELP = ("exit codes: 0 ok; 1 a case failed or a regression was found;
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_HARNESS", "EXIT_INTERRUPTED", "EXIT_CODES_HELP", "CliError",
            "HarnessError", "UserError", "split_values", "batch_sizes", "Parser", "positive_seconds",
-           "non_negative_seconds", "positive_int", "non_negative_int", "positive_number", "OVERRIDE_WORKLOADS_HELP", "add_output_options",
+           "non_negative_seconds", "positive_int", "non_negative_int", "positive_number", "OVERRIDE_WORKLOADS_HELP", "WARMUP_HELP", "add_output_options",
            "json_to_stdout", "json_targets", "FORMAT_HELP", "nothing_measured", "ALLOW_SKIPS_HELP"]
 
 ALLOW_SKIPS_HELP = ("exit 0, not 3, when everything was skipped (e.g. a GPU suite on a box without one, a "
@@ -36,6 +36,8 @@ ALLOW_SKIPS_HELP = ("exit 0, not 3, when everything was skipped (e.g. a GPU suit
 
 FORMAT_HELP = ("how tables print: auto (default: a table on a terminal, plain aligned text in a pipe or CI "
                "log, never cut or wrapped), table, plain, markdown")
+
+WARMUP_HELP = "untimed calls per variant before sampling, >= 0"  # --warmup, everywhere cases are timed; + its default
 
 OVERRIDE_WORKLOADS_HELP = ("let a --workload-file replace a workload already registered under the same name (a "
                            "built-in): without it that is an error, since its numbers would go into the history "

@@ -8,9 +8,12 @@ from pathlib import Path
 
 from harness.cli.common import (
     ALLOW_SKIPS_HELP,
+    OVERRIDE_WORKLOADS_HELP,
+    WARMUP_HELP,
     add_output_options,
     json_targets,
     json_to_stdout,
+    non_negative_int,
     nothing_measured,
     positive_int,
     positive_seconds,
@@ -36,6 +39,14 @@ def _names(text: str | None) -> list[str]:
     return [v.strip() for v in (text or "").split(",") if v.strip()]
 
 
+def _add_run_options(p: argparse.ArgumentParser, warmup_before: str) -> None:
+    """The options these commands share with `run`, with its meaning: --override-workloads for
+    their --workload-file, --warmup before the steady-state samples."""
+    p.add_argument("--override-workloads", action="store_true", help=OVERRIDE_WORKLOADS_HELP)
+    p.add_argument("--warmup", type=non_negative_int, default=3,
+                   help=f"{WARMUP_HELP} (default 3), as in run: {warmup_before}")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("coldstart", help="cold-start table: JIT cold/warm, Mega-Cache, aot_compile and AOTInductor loads, "
                                          "each in a fresh process")
@@ -48,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rows", help="comma list of rows (default: all): jit_cold,jit_warm,mega_cache,aot_compile,"
                                   "aot_compile_warm,aoti")
     p.add_argument("--steady-calls", type=positive_int, default=30)
+    _add_run_options(p, "before each row's steady-state calls (eager and the row's artifact, interleaved)")
     p.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds per process, > 0")
     p.add_argument("--out", dest="workdir", metavar="DIR", help="output folder: keep artifacts, caches and each "
                    "row's result JSON here (default: a temporary folder, removed at the end)")
@@ -71,6 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--triggers", help="extra recompile triggers after the sweep: dtype,device")
     p.add_argument("--recompile-limit", type=positive_int, help="Dynamo recompile_limit (default: torch's, 8)")
     p.add_argument("--steady-calls", type=positive_int, default=10)
+    _add_run_options(p, "at each shape, after its first (compiling) call, before its steady-state calls")
     p.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds per process, > 0")
     add_output_options(p, "the full result", json_file=True)
     p.set_defaults(func=cmd_sweep)
@@ -105,7 +118,8 @@ def cmd_coldstart(args: argparse.Namespace) -> int:
     console = make_console(stderr=json_to_stdout(args))
     result = coldstart(ColdStartOptions(workload=args.workload, size=args.size, batch_size=args.batch_size,
                                         device=args.device, dtype=args.dtype, rows=rows, workload_files=args.workload_file,
-                                        steady_calls=args.steady_calls, timeout_s=args.timeout, workdir=args.workdir),
+                                        override_workloads=args.override_workloads, steady_calls=args.steady_calls,
+                                        warmup=args.warmup, timeout_s=args.timeout, workdir=args.workdir),
                        progress=lambda r: console.print(_progress_line(r), highlight=False))
     print_table(console, coldstart_table(result), args.format)
     for r in result["rows"] + result["builds"]:
@@ -158,7 +172,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     result = sweep(SweepOptions(workload=args.workload, size=args.size, device=args.device, dtype=args.dtype,
                                 batch_sizes=_ints(args.batch_sizes), policies=policies, backend=_sweep_backend(args),
                                 triggers=triggers, recompile_limit=args.recompile_limit, steady_calls=args.steady_calls,
-                                workload_files=args.workload_file, timeout_s=args.timeout))
+                                warmup=args.warmup, workload_files=args.workload_file,
+                                override_workloads=args.override_workloads, timeout_s=args.timeout))
     console = make_console(stderr=json_to_stdout(args))
     print_table(console, sweep_table(result), args.format)
     for r in result["policies"]:

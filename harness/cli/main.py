@@ -31,6 +31,7 @@ from harness.cli.common import (  # noqa: F401 - EXIT_* and CliError: the CLI's 
     EXIT_OK,
     EXIT_USAGE,
     OVERRIDE_WORKLOADS_HELP,
+    WARMUP_HELP,
     CliError,
     Parser,
     add_output_options,
@@ -90,8 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds per case before its worker is killed, > 0 (default: the suite's, else 600)")
     p.add_argument("--min-time", type=non_negative_seconds, help="minimum timed seconds per case (with --min-samples)")
     p.add_argument("--min-samples", type=positive_int, help="minimum samples per variant, >= 1")
-    p.add_argument("--warmup", type=non_negative_int,
-                   help="untimed calls per variant before sampling, >= 0 (default: the suite's, else 3)")
+    p.add_argument("--warmup", type=non_negative_int, help=f"{WARMUP_HELP} (default: the suite's, else 3)")
     p.add_argument("--out", default="results", help="output folder (run file in OUT/runs/, history in OUT/history.sqlite)")
     p.add_argument("--label", default="", help="free-text label stored in the run")
     p.add_argument("--no-ingest", action="store_true", help="do not add the run to OUT/history.sqlite")

@@ -76,7 +76,9 @@ class ColdStartOptions:
     dtype: str = "float32"
     rows: Sequence[str] = ROWS
     workload_files: Sequence[str] = ()
+    override_workloads: bool = False  # a workload file may replace a built-in of the same name (as in run)
     steady_calls: int = 30
+    warmup: int = 3  # untimed calls per variant before the steady-state samples (run's StopPolicy.warmup)
     timeout_s: float = 600.0
     workdir: str | None = None  # kept when given; a temporary folder otherwise
     options: dict[str, Any] = field(default_factory=dict)  # workload options
@@ -132,12 +134,14 @@ def _timed(fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[Any, float]
     return out, time.perf_counter() - start
 
 
-def _steady(fns: dict[str, Callable[[], Any]], device: Any, calls: int) -> dict[str, float]:
-    """Median seconds per call of each callable, interleaved (same process, same load)."""
+def steady_medians(fns: dict[str, Callable[[], Any]], device: Any, calls: int, warmup: int = 3) -> dict[str, float]:
+    """Median seconds per call of each callable, interleaved (same process, same load), after
+    `warmup` untimed calls each: run's measuring loop and stop policy (harness/measure/timing.py)
+    with a fixed number of samples."""
     from harness.measure.timing import HostTimer, StopPolicy, measure_interleaved
     from harness.model.stats import summarize
 
-    policy = StopPolicy(warmup=3, min_samples=calls, min_time_s=0.0, max_samples=calls, max_time_s=60.0)
+    policy = StopPolicy(warmup=warmup, min_samples=calls, min_time_s=0.0, max_samples=calls, max_time_s=60.0)
     samples = measure_interleaved(fns, HostTimer(device.synchronize), policy)
     return {name: summarize(s)["median"] for name, s in samples.items()}
 
@@ -286,7 +290,8 @@ def _run_step(step: dict[str, Any], result: dict[str, Any]) -> None:
                 return model(*args, **kwargs)
 
         t = time.perf_counter()
-        medians = _steady({"eager": eager_call, "artifact": first}, device, step.get("steady_calls", 30))
+        medians = steady_medians({"eager": eager_call, "artifact": first}, device, step.get("steady_calls", 30),
+                                 step.get("warmup", 3))
         result["steady_eager_s"], result["steady_s"] = medians["eager"], medians["artifact"]
         after["steady_state"] = time.perf_counter() - t
     result["process_to_ready_s"] = time.perf_counter() - _PROCESS_START
@@ -357,7 +362,7 @@ def coldstart(opts: ColdStartOptions, progress: Callable[[dict[str, Any]], None]
     from harness.model.workloads import get_workload
     from harness.run.runner import default_cache_root, load_registries, workload_modules
 
-    load_registries(opts.workload_files)
+    load_registries(opts.workload_files, opts.override_workloads)
     wl = get_workload(opts.workload)
     unknown = [r for r in opts.rows if r not in ROWS]
     if unknown:
@@ -371,7 +376,7 @@ def coldstart(opts: ColdStartOptions, progress: Callable[[dict[str, Any]], None]
         "workload": opts.workload, "size": opts.size, "batch_size": opts.batch_size or wl.batch_size,
         "device": opts.device, "dtype": opts.dtype, "options": opts.options, "workdir": str(workdir),
         "workload_modules": workload_modules(), "workload_files": [str(Path(p).resolve()) for p in opts.workload_files],
-        "isa_cache_dir": str(isa_cache), "steady_calls": opts.steady_calls,
+        "isa_cache_dir": str(isa_cache), "steady_calls": opts.steady_calls, "warmup": opts.warmup,
     }
     rows: dict[str, dict[str, Any]] = {}
     builds: list[dict[str, Any]] = []

@@ -14,6 +14,7 @@ Each policy is a worker task (`run_policy_task`) through the one isolation path
 
 from __future__ import annotations
 
+import functools
 import tempfile
 import time
 from collections.abc import Sequence
@@ -37,7 +38,9 @@ class SweepOptions:
     triggers: Sequence[str] = ()  # "dtype", "device"
     recompile_limit: int | None = None  # None: torch's default (8)
     steady_calls: int = 10
+    warmup: int = 3  # untimed calls per point before its steady-state samples (run's StopPolicy.warmup)
     workload_files: Sequence[str] = ()
+    override_workloads: bool = False  # a workload file may replace a built-in of the same name (as in run)
     timeout_s: float = 600.0
 
 
@@ -101,8 +104,9 @@ def run_policy(step: dict[str, Any]) -> dict[str, Any]:
     """One policy's sweep in this process."""
     import torch
 
+    from harness.experiments.lifecycle import steady_medians
     from harness.measure.compile_metrics import CompileObserver
-    from harness.model.stats import summarize
+    from harness.measure.devices import parse_device
     from harness.model.workloads import WorkloadContext, get_workload, import_workloads
 
     import_workloads(step)
@@ -131,19 +135,19 @@ def run_policy(step: dict[str, Any]) -> dict[str, Any]:
                 if isinstance(a, torch.Tensor):
                     torch._dynamo.mark_dynamic(a, 0)
         before = observer.snapshot()
+        device = parse_device(point["device"])
         with torch.no_grad():
+            device.synchronize()
             start = time.perf_counter()
             out = compiled(*args, **kwargs)
+            device.synchronize()
             first = time.perf_counter() - start
             ref = model(*args, **kwargs)
-            samples = []
-            for _ in range(step["steady_calls"]):
-                t = time.perf_counter()
-                compiled(*args, **kwargs)
-                samples.append(time.perf_counter() - t)
+            steady = steady_medians({"compiled": functools.partial(compiled, *args, **kwargs)}, device, step["steady_calls"],
+                                    step.get("warmup", 3))
         after = observer.snapshot()
         result["points"].append({
-            **point, "first_call_s": first, "steady_s": summarize(samples).get("median"),
+            **point, "first_call_s": first, "steady_s": steady["compiled"],
             "recompiled": after["recompiles"] > before["recompiles"],
             "compile_s": after["compile_breakdown_s"]["total"] - before["compile_breakdown_s"]["total"],
             "max_abs_err": float((out.float() - ref.float()).abs().max()) if isinstance(out, torch.Tensor) else None,
@@ -177,7 +181,7 @@ def sweep(opts: SweepOptions) -> dict[str, Any]:
     from harness.run.forkserver import preloaded_workers
     from harness.run.runner import load_registries, run_task, workload_modules
 
-    load_registries(opts.workload_files)
+    load_registries(opts.workload_files, opts.override_workloads)
     get_workload(opts.workload)
     bad = [p for p in opts.policies if p not in POLICIES]
     if bad:
@@ -187,7 +191,7 @@ def sweep(opts: SweepOptions) -> dict[str, Any]:
         raise ValueError(f"unknown trigger {bad}; triggers are dtype, device")
     base = {"workload": opts.workload, "size": opts.size, "device": opts.device, "dtype": opts.dtype,
             "batch_sizes": list(opts.batch_sizes), "backend": opts.backend, "triggers": list(opts.triggers),
-            "recompile_limit": opts.recompile_limit, "steady_calls": opts.steady_calls,
+            "recompile_limit": opts.recompile_limit, "steady_calls": opts.steady_calls, "warmup": opts.warmup,
             "workload_modules": workload_modules(), "workload_files": [str(Path(p).resolve()) for p in opts.workload_files]}
     results = []
     with tempfile.TemporaryDirectory(prefix="cb-sweep-") as tmp, preloaded_workers():
