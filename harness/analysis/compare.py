@@ -119,6 +119,19 @@ def _status(records: list[Record]) -> str:
     return next((r.status for r in records if r.status != "ok"), "ok")
 
 
+def _error_text(records: list[Record]) -> str:
+    err = next((r.error for r in records if r.status != "ok" and r.error), None) or {}
+    return f"{err.get('type', '')}: {err.get('message', '')}" if err else ""
+
+
+def still_failing_error(base: list[Record], head: list[Record]) -> str:
+    """A still-failing case's error line: head's, and base's too where it differs (a case that
+    fails another way now may be this change's doing, though the gate passes it)."""
+    now, before = _error_text(head), _error_text(base)
+    text = now if not before or before == now else f"{now} (base failed otherwise: {before})"
+    return text[:300]
+
+
 def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds: Thresholds,
                 metrics: Sequence[str] | None, torch_differs: bool = False) -> tuple[CaseResult, list[PendingTest]]:
     ref = (head or base)[0].case
@@ -140,6 +153,8 @@ def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds
         return result, []
     if result.status_base != "ok":
         result.verdict = Verdict.STILL_FAILING if result.status_head != "ok" else Verdict.NOW_PASSING
+        if result.verdict == Verdict.STILL_FAILING:  # what it fails with now, and whether that changed
+            result.error = still_failing_error(base, head)
         return result, []
     if result.status_head != "ok":  # status gating switched off: nothing to measure
         return result, []

@@ -137,7 +137,10 @@ class Comparison:
             kinds = ", ".join(f"{n} {v}" for v, n in _count(common).items())
             return GateDecision(Outcome.CANNOT_JUDGE, f"nothing judged: none of the {len(common)} case(s) in both runs "
                                 f"has a status change or a metric measured on both sides ({kinds})", failing, unjudged)
-        return GateDecision(Outcome.PASS, "no regression", failing, unjudged)
+        still = sum(1 for c in common if c.verdict == Verdict.STILL_FAILING and id(c) not in failing_ids)
+        # a failure that was there in base is not this change's, but the line says it is there
+        reason = f"no regression; {still} case(s) still failing, as in base" if still else "no regression"
+        return GateDecision(Outcome.PASS, reason, failing, unjudged)
 
     def geomeans(self) -> dict[str, Any]:
         """Geometric mean of head/base per timing metric, only over cases present and ok on

@@ -133,6 +133,11 @@ def _compare_options(p: argparse.ArgumentParser, fail_on: Sequence[str], with_ou
     p.add_argument("--missing", choices=("fail", "warn"), default=None,
                    help="what a case measured in base and not in head does: fail (default: a model that stopped "
                         "running is a failure) or warn; beats the thresholds file's missing key")
+    p.add_argument("--still-failing", choices=("pass", "fail"), default="pass",
+                   help="what a case that failed in base and fails in head does: pass (default: a failure that "
+                        "was there before is not this change's regression; it is listed in the summary and the "
+                        "markdown's 'Still failing' section) or fail (exit 1), for a gate that wants every "
+                        "case green; the same as adding 'still failing' to --fail-on")
     p.add_argument("--contended", choices=("cannot-judge", "warn"), default=None,
                    help="what a case timed on a contended machine does (the worker's run-queue measurement): "
                         "cannot-judge (default: exit 3, neither pass nor regression) or warn; beats the thresholds "
@@ -225,6 +230,8 @@ def render(cmp: Comparison, args: argparse.Namespace, versions: str = "") -> int
     from harness.report.gate_output import geomean_line, headline, json_text, markdown, terminal_table
 
     fail_on = _fail_on(args.fail_on)
+    if getattr(args, "still_failing", "pass") == "fail" and Verdict.STILL_FAILING not in fail_on:
+        fail_on = (*fail_on, Verdict.STILL_FAILING)
     decision = cmp.decide(cmp.failing(fail_on))
     console = make_console(stderr=json_to_stdout(args) or args.markdown == "-")
     for warning in cmp.warnings:

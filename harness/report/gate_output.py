@@ -2,8 +2,8 @@
 
 The markdown is written for a PR comment or a job summary: the verdict line first, then
 the cases that need attention (regressions, now failing, noisy) in a table, the cases
-missing in head and the ones compare could not judge (machine contended) in sections of
-their own, and everything else inside a collapsible <details> block so a clean PR stays one
+missing in head, the ones compare could not judge (machine contended) and the ones that
+failed on both sides (still failing) in sections of their own, and everything else inside a collapsible <details> block so a clean PR stays one
 screen long.
 
 The terminal table keeps every case id and verdict whole at any width (their columns never
@@ -33,13 +33,14 @@ from harness.report.display import fmt_bytes, fmt_seconds
 ATTENTION = (Verdict.REGRESSION, Verdict.SLOWER_EAGER_TOO, Verdict.NOW_FAILING, Verdict.SLOWER_EAGER_TOO_NO_PROBE,
              Verdict.NOISY, Verdict.EAGER_FASTER)
 # verdicts with a markdown section of their own (a list, not metric rows: there is nothing to compare)
-OWN_SECTION = (Verdict.MISSING, Verdict.MACHINE_CONTENDED)
+OWN_SECTION = (Verdict.MISSING, Verdict.MACHINE_CONTENDED, Verdict.STILL_FAILING)
 STYLE = {Verdict.REGRESSION: "bold red", Verdict.SLOWER_EAGER_TOO: "bold red", Verdict.NOW_FAILING: "bold red", Verdict.MISSING: "bold red", Verdict.MACHINE_CONTENDED: "bold magenta",
          Verdict.SLOWER_EAGER_TOO_NO_PROBE: "yellow", Verdict.NOISY: "yellow", Verdict.MACHINE_DRIFT: "cyan", Verdict.EAGER_FASTER: "magenta", Verdict.EAGER_SLOWER: "magenta", Verdict.IMPROVEMENT: "green", Verdict.FASTER_EAGER_TOO: "green", Verdict.NOW_PASSING: "green"}
 EMOJI = {Verdict.REGRESSION: ":red_circle:", Verdict.SLOWER_EAGER_TOO: ":orange_circle:", Verdict.NOW_FAILING: ":x:", Verdict.MISSING: ":no_entry:", Verdict.MACHINE_CONTENDED: ":construction:",
          Verdict.SLOWER_EAGER_TOO_NO_PROBE: ":warning:", Verdict.NOISY: ":grey_question:", Verdict.MACHINE_DRIFT: ":thermometer:", Verdict.EAGER_FASTER: ":information_source:",
          Verdict.EAGER_SLOWER: ":information_source:", Verdict.IMPROVEMENT: ":green_circle:",
-         Verdict.FASTER_EAGER_TOO: ":green_circle:", Verdict.NOW_PASSING: ":white_check_mark:"}
+         Verdict.FASTER_EAGER_TOO: ":green_circle:", Verdict.NOW_PASSING: ":white_check_mark:",
+         Verdict.STILL_FAILING: ":heavy_multiplication_x:"}
 
 
 def fmt_value(metric: str, value: Any) -> str:
@@ -186,6 +187,7 @@ def markdown(cmp: Comparison, failing: list[CaseResult], title: str = "compilebe
         lines += [f"> [!WARNING]\n> {_md_escape(warning)}", ""]
     lines += _missing_section(cmp)
     lines += _contended_section(cmp)
+    lines += _still_failing_section(cmp, failing)
     attention = [c for c in cmp.cases if c.verdict in ATTENTION]
     if attention:
         lines += ["### Needs attention", "", *_md_rows(attention, all_metrics=False), ""]
@@ -207,6 +209,8 @@ def markdown(cmp: Comparison, failing: list[CaseResult], title: str = "compilebe
                  "`machine drift`: the machine-speed probe moved and nothing is left after normalising. "
                  "`noisy`: the spread is too high to decide a change of the threshold's size. "
                  "`missing`: measured in base, not in head (fails unless `missing = \"warn\"` / `--missing warn`). "
+                 "`still failing`: failed in base and in head: not this change's regression, passes unless "
+                 "`--still-failing fail`. "
                  "`machine contended`: the case's threads waited for a core while it was timed (the worker's "
                  "run-queue measurement): its timings cannot be judged (exit 3 unless `contended = \"warn\"` / "
                  "`--contended warn`).")
@@ -227,6 +231,24 @@ def _contended_section(cmp: Comparison) -> list[str]:
                           if m.verdict == Verdict.MACHINE_CONTENDED and "would read " in m.note)
         lines.append(f"- {EMOJI[Verdict.MACHINE_CONTENDED]} `{_md_escape(c.case_id)}`: "
                      f"{_md_escape(contention_text(c.contention or {}))}" + (f"; would read {_md_escape(would)}" if would else ""))
+    return [*lines, ""]
+
+
+def _still_failing_section(cmp: Comparison, failing: list[CaseResult]) -> list[str]:
+    """Cases that failed in base and fail in head: the gate passes them by default (not this
+    change's regression), but a reader must see them, so they are listed with their error."""
+    still = [c for c in cmp.cases if c.verdict == Verdict.STILL_FAILING]
+    if not still:
+        return []
+    failed = {id(c) for c in failing}
+    fails = sum(1 for c in still if id(c) in failed)
+    how = ("fail the gate (--still-failing fail)" if fails == len(still) else
+           "pass the gate: they failed in base too" if not fails else f"{fails} fail the gate")
+    lines = [f"### Still failing ({len(still)}: {how})", "", "Failed in base and in head:", ""]
+    for c in still:
+        why = f": {_md_escape(c.error)}" if c.error else ""
+        lines.append(f"- {EMOJI[Verdict.STILL_FAILING]} `{_md_escape(c.case_id)}` "
+                     f"(status {c.status_base} -> {c.status_head}){why}")
     return [*lines, ""]
 
 
@@ -252,6 +274,7 @@ def json_text(cmp: Comparison, failing: list[CaseResult], fail_on: tuple[str, ..
     data["reason"] = decision.reason
     data["missing"] = [c.case_id for c in cmp.cases if c.verdict == Verdict.MISSING]
     data["contended"] = [c.case_id for c in cmp.cases if c.verdict == Verdict.MACHINE_CONTENDED]
+    data["still_failing"] = [c.case_id for c in cmp.cases if c.verdict == Verdict.STILL_FAILING]
     data["headline"] = headline(cmp, decision)
     data["geomean_line"] = geomean_line(cmp)
     return json.dumps(data, indent=1, allow_nan=False)
