@@ -137,6 +137,34 @@ def test_spec_env_is_built_once_then_reused_from_cache(tmp_path, monkeypatch):
     assert len(builds) == 1
 
 
+SETUPTOOLS_AFTER_A_BUILD = """
+import sys
+from pathlib import Path
+from harness.experiments import envs
+envs.WORKER_REQUIREMENTS = ()
+env = envs.resolve_env(envs.parse_env("fake=torch==0.0.1"), root=Path(sys.argv[1]))
+import setuptools  # what Inductor's C++ builds import (the CPU ISA probe of an in-process case)
+print(env.torch, "pip" in sys.modules)
+"""
+
+
+def test_building_an_env_leaves_setuptools_importable_in_the_same_process(tmp_path):
+    """A build once ran `import pip` in-process; on Python < 3.12 that turns setuptools'
+    distutils shim off for good, so the next in-process CPU Inductor case failed its ISA
+    probe (an AssertionError naming stdlib distutils/core.py): test_compilers after test_envs."""
+    import os
+    import subprocess
+
+    wheels = tmp_path / "wheels"
+    _fake_torch_wheel(wheels)
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels),
+           "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    proc = subprocess.run([sys.executable, "-c", SETUPTOOLS_AFTER_A_BUILD, str(tmp_path / "cache")], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["0.0.1", "False"]
+
+
 def test_failed_install_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))

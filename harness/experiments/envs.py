@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib.metadata
 import json
 import os
 import queue
@@ -342,11 +343,14 @@ def _base_pip_drives_venv(base_python: str) -> bool:
     pip of its own, which saves the ensurepip step (seconds, tens of seconds on a busy box)."""
     if base_python != sys.executable:
         return False
+    # the installed version, read without `import pip`: on Python < 3.12 importing pip makes
+    # setuptools' distutils shim stand down for the rest of the process, and a later
+    # `import setuptools` (Inductor's C++ builds, the CPU ISA probe) then fails an assertion
     try:
-        import pip
-    except ImportError:
+        version = importlib.metadata.version("pip")
+    except importlib.metadata.PackageNotFoundError:
         return False
-    return tuple(int(p) for p in pip.__version__.split(".")[:2] if p.isdigit()) >= (22, 3)
+    return tuple(int(p) for p in version.split(".")[:2] if p.isdigit()) >= (22, 3)
 
 
 def _venv_pip_flags(base_python: str) -> list[str]:
