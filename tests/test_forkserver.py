@@ -319,3 +319,38 @@ def test_a_skipped_module_imported_again_by_a_later_one_ends_in_a_whole_server(t
     assert info["skipped_for_driver"] == ["fake_driver_mod", "imports_driver_mod"], info
     assert info["cuda_started"] is False and info["preloaded"] == ["json", "csv"], info
     assert log.count("starting again without it") == 2
+
+
+def test_the_isa_probe_runs_with_nvml_availability_checks(tmp_path, monkeypatch):
+    # on a CUDA box the probe's torch.cuda.is_available() would otherwise cuInit the server,
+    # and every case forked after it (CPU ones too) failed "Cannot re-initialize CUDA"
+    seen = {}
+
+    def fake_probe(isa_cache_dir):
+        seen["nvml"] = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
+        return {"isa": "fake", "seconds": 0.0, "cached": False}
+
+    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
+    monkeypatch.setattr(forkserver, "warm_isa", fake_probe)
+    info = forkserver._serve_preload(str(tmp_path), modules=["json"])
+    assert seen["nvml"] == "1" and info["isa_probe"]["isa"] == "fake"
+    assert "PYTORCH_NVML_BASED_CUDA_CHECK" not in os.environ  # restored for the cases
+
+
+def test_a_server_with_cuda_started_forks_no_case_cpu_ones_included(monkeypatch):
+    from harness.measure.spec import WorkerSpec
+    from harness.run import runner
+
+    class Server:
+        broken = None
+        info = {"cuda_started": True, "driver_started_by": None, "driver_started_in": "the CPU ISA probe"}
+
+    class Pool:
+        def get(self, python, env, isa_cache_dir=None):
+            return Server()
+
+    monkeypatch.setattr(runner, "open_pool", lambda: Pool())
+    spec = WorkerSpec(task="run_task", payload={"device": "cpu"})
+    server, start = runner._server_for(spec, sys.executable, {}, None)
+    assert server is None and start["start"] == "spawn"
+    assert start["start_note"] == "the fork server started the CUDA driver in the CPU ISA probe"

@@ -8,7 +8,10 @@ Why it is still a fresh, cold process per case (DESIGN.md's protocol):
   (`cuda_driver_started`: cuInit, not the library being mapped, which torch 2.11+cu130 does
   at import), and a module that started it is left out: the server starts again without it
   (`--skip`), so CUDA cases still fork; where that cannot help (`import torch` itself
-  started it) the server refuses CUDA cases), nothing compiled;
+  started it) the server refuses every case, CPU ones too: a forked child of a process
+  with CUDA started fails its first CUDA call, and Dynamo makes one on each compile where
+  CUDA is available); the CPU ISA probe the server settles runs under the same NVML rule;
+  nothing compiled;
 - `TORCHINDUCTOR_CACHE_DIR` points at an empty sentinel folder while the server imports.
   After the imports the folder must still be empty (nothing written) and the only
   import-time copy of the path is Dynamo's `DynamoCache` prefix (a module-level
@@ -175,24 +178,39 @@ def warm_isa(isa_cache_dir: str) -> dict[str, Any]:
     return probe
 
 
-def _serve_preload(isa_cache_dir: str | None, skip: Sequence[str] = (),
-                   modules: Sequence[str] = PRELOAD) -> dict[str, Any]:
-    sentinel = tempfile.mkdtemp(prefix="cb-preload-cache-")
-    os.environ[CACHE_ENV] = sentinel
+@contextmanager
+def nvml_availability_checks() -> Iterator[None]:
+    """`torch.cuda.is_available()` answered through NVML while the server works: the default
+    path (cudaGetDeviceCount) runs cuInit and registers torch's fork poisoning, after which
+    every forked child fails its first CUDA call, and Dynamo makes one on every compile where
+    CUDA is available (it saves the CUDA RNG state), CPU cases included."""
     nvml = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
-    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # a CUDA availability check during imports must not cuInit
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     try:
-        loaded = preload(modules, skip)
+        yield
     finally:
         if nvml is None:
             del os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"]
         else:
             os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = nvml
+
+
+def _serve_preload(isa_cache_dir: str | None, skip: Sequence[str] = (),
+                   modules: Sequence[str] = PRELOAD) -> dict[str, Any]:
+    sentinel = tempfile.mkdtemp(prefix="cb-preload-cache-")
+    os.environ[CACHE_ENV] = sentinel
+    with nvml_availability_checks():
+        loaded = preload(modules, skip)
     written = os.listdir(sentinel)
     del os.environ[CACHE_ENV]
     if not written:
         os.rmdir(sentinel)
-    isa = warm_isa(isa_cache_dir) if isa_cache_dir else None
+    # the ISA probe asks for CUDA too (an H200 box, 2026-12-01: every CPU case forked after
+    # it failed with "Cannot re-initialize CUDA in forked subprocess")
+    with nvml_availability_checks():
+        isa = warm_isa(isa_cache_dir) if isa_cache_dir else None
+    if isa is not None and not loaded.get("driver_started_by") and cuda_driver_started():
+        loaded["driver_started_in"] = "the CPU ISA probe"  # not a module: no restart without it
     cuda = getattr(sys.modules.get("torch"), "cuda", None)
     cuda_started = bool(cuda is not None and cuda.is_initialized())
     # no gc.freeze(): frozen import objects cut the garbage collector's share of a compile
@@ -471,7 +489,7 @@ class ServerPool:
 
     def describe(self) -> list[dict[str, Any]]:
         return [{**{k: s.info.get(k) for k in ("preloaded", "preload_failed", "import_s", "isa_probe", "cuda_started",
-                                              "driver_started_by", "skipped_for_driver")},
+                                              "driver_started_by", "driver_started_in", "skipped_for_driver")},
                  "python": key[0],
                  "broken": s.broken} for key, s in self.servers.items()]
 

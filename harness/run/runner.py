@@ -428,9 +428,12 @@ def _server_for(spec: WorkerSpec, python: str, env: dict[str, str], trace_dir: P
         server = pool.get(python, env, spec.isa_cache_dir if device.startswith("cpu") else None)
     if server.broken:
         return None, {"start": "spawn", "start_note": f"fork server unusable: {server.broken}"[:300]}
-    if server.info.get("cuda_started") and not device.startswith("cpu"):
-        culprit = server.info.get("driver_started_by") or "its imports"
-        return None, {"start": "spawn", "start_note": f"the fork server started the CUDA driver while importing {culprit}"}
+    if server.info.get("cuda_started"):
+        # CPU cases too: a child of a server with CUDA started fails its first CUDA call, and
+        # Dynamo makes one on every compile where CUDA is available (the CUDA RNG state)
+        where = (f"while importing {server.info['driver_started_by']}" if server.info.get("driver_started_by")
+                 else f"in {server.info.get('driver_started_in') or 'its imports'}")
+        return None, {"start": "spawn", "start_note": f"the fork server started the CUDA driver {where}"}
     return server, {"start": "preloaded"}
 
 
