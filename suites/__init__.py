@@ -18,6 +18,13 @@ WORKLOAD_MODULES: list[str] = ["suites.mlp", "suites.diffusion", "suites.llm", "
                                "suites.timm_models", "suites.transformers_zoo", "suites.diffusers_zoo", "suites.breadth_ci"]  # harness.model.training: train_module_only scenario; suites.gpu: the `gpu` suite
 
 
+# what every build of a transformers (diffusers) workload imports: a workload module's
+# PRELOAD_MODULES, which a CPU case's fork server may import ahead of it (harness/run/forkserver.py
+# workload_preload; tests/test_forkserver_memory.py builds one workload per module to hold it)
+TRANSFORMERS_BUILD = ("transformers", "transformers.modeling_utils")
+DIFFUSERS_BUILD = (*TRANSFORMERS_BUILD, "diffusers", "diffusers.models.modeling_utils")
+
+
 class UnknownSuiteError(UserError, ValueError):
     pass
 

@@ -28,7 +28,9 @@ from typing import Any
 from harness import Built, WorkloadContext, workload
 from harness.model.errors import UserError
 
-from . import Suite, SuiteEntry, register_suite
+from . import DIFFUSERS_BUILD, Suite, SuiteEntry, register_suite
+
+PRELOAD_MODULES = DIFFUSERS_BUILD  # every build imports them (suites/__init__.py)
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs" / "zoo" / "diffusers"
 SD15_UNET = Path(__file__).resolve().parent / "configs" / "diffusion" / "sd15_unet.json"  # suites/diffusion.py's

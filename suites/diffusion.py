@@ -28,6 +28,10 @@ from harness.model.errors import UserError
 from harness.model.scenarios import Prepared, scenario
 from harness.model.workloads import Built, Workload, WorkloadContext
 
+from . import DIFFUSERS_BUILD
+
+PRELOAD_MODULES = DIFFUSERS_BUILD  # every build imports them (suites/__init__.py)
+
 CONFIG_DIR = Path(__file__).resolve().parent / "configs" / "diffusion"
 
 # workload -> size -> shipped config file

@@ -36,7 +36,9 @@ from typing import Any
 from compiler import NotApplicableError
 from harness import Built, WorkloadContext, workload
 
-from . import Suite, SuiteEntry, register_suite
+from . import TRANSFORMERS_BUILD, Suite, SuiteEntry, register_suite
+
+PRELOAD_MODULES = TRANSFORMERS_BUILD  # every build imports them (suites/__init__.py)
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs" / "hf"
 LIST_SOURCE = ("pytorch/pytorch benchmarks/dynamo/huggingface_models_list.txt at the torch 2.11 branch cut "

@@ -39,7 +39,9 @@ from harness import Built, Prepared, WorkloadContext, scenario, workload
 from harness.model.errors import UserError
 from harness.model.scenarios import train as builtin_train
 
-from . import Suite, SuiteEntry, extend_suite, register_suite
+from . import TRANSFORMERS_BUILD, Suite, SuiteEntry, extend_suite, register_suite
+
+PRELOAD_MODULES = TRANSFORMERS_BUILD  # every build imports them (suites/__init__.py)
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs" / "llm"
 UNIT = "tokens"

@@ -50,6 +50,10 @@ from suites.diffusion import (
 )
 from suites.llm import LazyMetrics, TokenClock
 
+from . import DIFFUSERS_BUILD
+
+PRELOAD_MODULES = DIFFUSERS_BUILD  # every build imports them (suites/__init__.py)
+
 TEXT_ENCODER_CONFIGS = {
     "tiny": ("tiny_text_encoder.json", "tiny_text_encoder_2.json"),
     "full": ("sdxl_text_encoder.json", "sdxl_text_encoder_2.json"),

@@ -39,7 +39,9 @@ from compiler import NotApplicableError
 from harness import Built, WorkloadContext, workload
 from harness.model.errors import UserError
 
-from . import Suite, SuiteEntry, register_suite
+from . import TRANSFORMERS_BUILD, Suite, SuiteEntry, register_suite
+
+PRELOAD_MODULES = TRANSFORMERS_BUILD  # every build imports them (suites/__init__.py)
 
 # head -> the auto mapping it comes from; the order decides which head owns a shared class
 HEAD_MAPPINGS: dict[str, str] = {

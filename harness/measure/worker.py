@@ -290,6 +290,14 @@ def _variant_block(samples: list[float], first_call_s: float, inner: int, memory
     return block
 
 
+def setup_imports(compiler: CompilerConfig) -> tuple[str, ...]:
+    """The torch modules a case's setup imports (beyond torch itself): what a CPU case's fork
+    server may import ahead of it without adding to its peak RSS (harness/run/forkserver.py)."""
+    if not compiler.is_eager and compiler.backend == "inductor":
+        return ("torch._dynamo", "torch._inductor.compile_fx")
+    return ("torch._dynamo",)
+
+
 def setup(state: CaseState) -> None:
     """Resolve the compiler, policy, device, workload and scenario; skip what cannot run here."""
     from harness.measure.devices import parse_device
@@ -312,9 +320,10 @@ def setup(state: CaseState) -> None:
     if unsupported:
         raise CaseSkipped(unsupported)
     # heavy imports belong to setup, not to the build time of the model
-    import torch._dynamo  # noqa: F401
-    if not compiler.is_eager and compiler.backend == "inductor":
-        import torch._inductor.compile_fx  # noqa: F401
+    import importlib
+
+    for module in setup_imports(compiler):
+        importlib.import_module(module)
     from harness.model.workloads import import_workloads
 
     import_workloads({"workload_modules": spec.workload_modules, "workload_files": spec.workload_files})

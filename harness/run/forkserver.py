@@ -23,6 +23,13 @@ Why it is still a fresh, cold process per case (DESIGN.md's protocol):
   environment equals its own apart from the per-case keys (`PER_CASE_ENV`); the runner
   keeps one server per environment (`server_key`) and spawns a plain worker otherwise.
 
+Why a forked CPU case's peak RSS means what a spawned one's means (its memory figure is the
+RSS high-water mark, mostly the RSS it starts with): it inherits the server's anonymous
+pages, so a CPU case's server imports only what that case's worker imports anyway
+(`preload_for`: one server per module set as well); and it maps again the library pages the
+server had mapped (`map_file_pages`), which a fork does not copy. GPU cases keep the server
+with every module (`PRELOAD`): their peaks are the allocator's.
+
 Isolation is the spawn path's (harness/run/isolation.py): each case is a child that calls
 `setsid()` before the server reports its pid (so the runner's killpg always finds its
 session), gets the case's environment, logs, memory cap (RLIMIT_AS) and parent-death
@@ -33,13 +40,14 @@ carries the server's own start-up environment: the server token (`SERVER_TOKEN_E
 the sweep find it too.
 
 Protocol (JSON lines; the server's stdin and stdout are its control pipe):
-  server -> {"ready": true, "preloaded": [...], "import_s": s, "cuda_started": bool, "pid": n}
+  server -> {"ready": true, "preloaded": [...], "import_s": s, "cuda_started": bool, "pid": n, "file_pages": {...}}
   runner -> {"argv": [SPEC, OUT], "env": {...}, "stdout": PATH, "stderr": PATH, "memory_cap": n|null}
   server -> {"pid": n}  then, when the case's process has exited,  {"pid": n, "returncode": rc}
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -69,6 +77,45 @@ ESSENTIAL = frozenset({"torch", "harness.measure.worker"})
 MAX_RESTARTS = 4  # each skipped module costs one more import pass, once per run
 READY_TIMEOUT_S = 600.0
 NO_PRELOAD_ENV = "COMPILEBENCH_NO_PRELOAD"
+PRELOAD_ATTR = "PRELOAD_MODULES"  # a workload module's: what each of its builds imports (workload_preload)
+
+
+def preload_for(device: str, setup_modules: Sequence[str] | None, workload_modules: Sequence[str] = ()) -> tuple[str, ...]:
+    """The modules a server imports for a case on `device` whose setup imports
+    `setup_modules` (harness.measure.worker.setup_imports; None: not a case, e.g. a sweep
+    task) and whose workload's build imports `workload_modules` (workload_preload): a CPU
+    case's server imports what a spawned worker of that case imports anyway and nothing
+    more, since its peak RSS counts every anonymous page it inherits (transformers, diffusers
+    and the modeling modules added 95 MiB to a tiny MLP's, torch._inductor 43 MiB to an
+    eager case's, the 11 workload modules 8 MiB to a case that imports one); a GPU case's
+    peaks are the allocator's, and it keeps every module."""
+    if setup_modules is None or not device.startswith("cpu"):
+        return PRELOAD
+    wanted = ESSENTIAL | set(setup_modules)
+    torch_part = [m for m in PRELOAD if m in wanted and m != "harness.measure.worker"]
+    extra = [m for m in workload_modules if m not in torch_part]
+    return (*torch_part, *extra, "harness.measure.worker")
+
+
+def workload_preload(name: str) -> tuple[str, ...]:
+    """What the module that defines workload `name` declares every one of its builds imports
+    (its `PRELOAD_MODULES`, e.g. suites/hf.py: transformers and its modeling_utils, about
+    1.5 s a case here), so a CPU case's server may import them ahead of it; () if none."""
+    from harness.model.workloads import WORKLOADS
+
+    workload = WORKLOADS.get(name)
+    module = sys.modules.get(workload.source) if workload is not None else None
+    return tuple(getattr(module, PRELOAD_ATTR, ()))
+
+
+def case_preload(spec: Any) -> tuple[str, ...]:
+    """preload_for a worker spec (harness.measure.spec.WorkerSpec): a case task's own modules."""
+    from harness.measure.spec import CASE_TASK
+    from harness.measure.worker import setup_imports
+
+    if spec.task != CASE_TASK or spec.compiler is None or spec.case is None:
+        return PRELOAD
+    return preload_for(spec.case.device, setup_imports(spec.compiler), workload_preload(spec.case.workload))
 
 
 class ForkServerError(RuntimeError):
@@ -146,6 +193,67 @@ def cuda_driver_started() -> bool:
         return int(lib.cuCtxGetCurrent(ctypes.byref(context))) != CUDA_ERROR_NOT_INITIALIZED
     except (OSError, AttributeError):
         return True
+
+
+PAGEMAP_ENTRY = 8  # bytes per page in /proc/self/pagemap; bit 63: the page is present
+MADV_POPULATE_READ = 22  # Linux 5.14+
+
+
+def resident_file_pages() -> list[tuple[int, int]]:
+    """(address, length) runs of this process's readable file-backed pages that are present
+    in its page table (/proc/self/pagemap), for map_file_pages in a forked case. Empty where
+    the kernel does not say."""
+    import numpy as np
+
+    page = os.sysconf("SC_PAGE_SIZE")
+    runs: list[tuple[int, int]] = []
+    try:
+        with open("/proc/self/maps") as maps, open("/proc/self/pagemap", "rb", buffering=0) as pagemap:
+            for line in maps:
+                parts = line.split(None, 5)
+                # a library, a mapped file; never a device's mapping
+                if len(parts) < 6 or parts[1][0] != "r" or not parts[5].startswith("/") or parts[5].startswith("/dev/"):
+                    continue
+                low, high = (int(x, 16) for x in parts[0].split("-"))
+                pagemap.seek(low // page * PAGEMAP_ENTRY)
+                entries = np.frombuffer(pagemap.read((high - low) // page * PAGEMAP_ENTRY), dtype=np.uint64)
+                present = (entries >> np.uint64(63)).astype(np.int8)
+                edges = np.flatnonzero(np.diff(np.concatenate(([0], present, [0]))))
+                runs.extend((low + int(a) * page, int(b - a) * page) for a, b in zip(edges[::2], edges[1::2], strict=True))
+    except (OSError, ValueError):
+        return []
+    return runs
+
+
+def map_file_pages(runs: Sequence[tuple[int, int]], madvise: bool = True) -> int:
+    """Map into this forked process the file pages its server had mapped, so its RSS counts
+    them as a spawned worker's counts the pages its own imports touched. A fork copies the
+    page-table entries of anonymous memory (the server's Python objects: they are in a
+    forked case's RSS) but not those of read-only file mappings (libraries' code), which
+    start empty in the child: without this a tiny CPU case forked from a torch-only server
+    read 171 MiB against 232 MiB spawned (RssFile 20 against 81 MiB). MADV_POPULATE_READ
+    maps pages already in the page cache (about 10 ms for 80 MiB); where the kernel lacks
+    it (or `madvise` is False) each page is read once. Returns the bytes mapped."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    page = os.sysconf("SC_PAGE_SIZE")
+    populate: bool | None = None if madvise else False  # None: not known yet whether this kernel has it
+    done = 0
+    for address, length in runs:
+        if populate is not False:
+            if libc.madvise(address, length, MADV_POPULATE_READ) == 0:
+                populate, done = True, done + length
+                continue
+            if populate is None and ctypes.get_errno() == errno.EINVAL:
+                populate = False  # a kernel before 5.14: each page is read instead
+            else:
+                continue  # this one mapping refused (gone, or of a kind that cannot be populated)
+        for at in range(address, address + length, page):
+            ctypes.string_at(at, 1)
+        done += length
+    return done
 
 
 def repoint_caches() -> None:
@@ -243,7 +351,8 @@ def parse_server_args(argv: Sequence[str]) -> tuple[str | None, list[str], tuple
     return isa, skip, modules
 
 
-def _child(request: dict[str, Any], ctrl: Sequence[int], sync_w: int, server_pid: int) -> None:
+def _child(request: dict[str, Any], ctrl: Sequence[int], sync_w: int, server_pid: int,
+           file_pages: Sequence[tuple[int, int]] = ()) -> None:
     """The case's process, right after the fork: never returns."""
     code = 1
     try:
@@ -257,6 +366,7 @@ def _child(request: dict[str, Any], ctrl: Sequence[int], sync_w: int, server_pid
         os.environ.update(request["env"])
         os.environ[PARENT_ENV] = str(server_pid)  # for die_with_parent: the server is this process's parent
         repoint_caches()
+        map_file_pages(file_pages)  # the server's library pages, in this RSS as in a spawned worker's
         from harness.run.isolation import apply_memory_cap, die_with_parent
 
         die_with_parent()  # the parent is the server, which dies with the runner
@@ -300,7 +410,8 @@ def _send(fd: int, message: dict[str, Any]) -> None:
     os.write(fd, (json.dumps(message) + "\n").encode())
 
 
-def _fork_case(request: dict[str, Any], ctrl_in: int, ctrl_out: int) -> None:
+def _fork_case(request: dict[str, Any], ctrl_in: int, ctrl_out: int,
+               file_pages: Sequence[tuple[int, int]] = ()) -> None:
     sync_r, sync_w = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -308,7 +419,7 @@ def _fork_case(request: dict[str, Any], ctrl_in: int, ctrl_out: int) -> None:
     pid = os.fork()
     if pid == 0:
         os.close(sync_r)
-        _child(request, (ctrl_in, ctrl_out), sync_w, server_pid)
+        _child(request, (ctrl_in, ctrl_out), sync_w, server_pid, file_pages)
     os.close(sync_w)
     os.read(sync_r, 1)  # the child's setsid() is done (or it died): its process group exists
     os.close(sync_r)
@@ -339,11 +450,15 @@ def serve(argv: Sequence[str]) -> int:
         sys.stderr.flush()
         os.execv(sys.executable, [sys.executable, "-m", "harness.run.forkserver", *kept,
                                   "--skip=" + ",".join(again)])
+    started = time.perf_counter()
+    file_pages = resident_file_pages()
+    info["file_pages"] = {"bytes": sum(length for _, length in file_pages), "runs": len(file_pages),
+                          "scan_s": round(time.perf_counter() - started, 3)}
     _send(ctrl_out, info)
     reader = os.fdopen(ctrl_in, "r", closefd=False)
     for line in reader:
         if line.strip():
-            _fork_case(json.loads(line), ctrl_in, ctrl_out)
+            _fork_case(json.loads(line), ctrl_in, ctrl_out, file_pages)
     return 0
 
 
@@ -389,12 +504,15 @@ class ForkedWorker:
 class ForkServer:
     """The runner's handle on one server process (one case at a time)."""
 
-    def __init__(self, python: str, env: Mapping[str, str], cwd: str, isa_cache_dir: str | None = None) -> None:
+    def __init__(self, python: str, env: Mapping[str, str], cwd: str, isa_cache_dir: str | None = None,
+                 modules: Sequence[str] = PRELOAD) -> None:
         self.token = secrets.token_hex(8)
         self.env = {**env, SERVER_TOKEN_ENV: self.token, PARENT_ENV: str(os.getpid())}
         self.env.pop(CACHE_ENV, None)
         self.log = tempfile.NamedTemporaryFile(prefix="cb-forkserver-", suffix=".log", delete=False)
-        self.proc = subprocess.Popen([python, "-m", "harness.run.forkserver", *([isa_cache_dir] if isa_cache_dir else [])],
+        args = [*([isa_cache_dir] if isa_cache_dir else []), *([] if tuple(modules) == PRELOAD else
+                                                                ["--preload=" + ",".join(modules)])]
+        self.proc = subprocess.Popen([python, "-m", "harness.run.forkserver", *args],
                                      stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.log, env=self.env, cwd=cwd,
                                      start_new_session=True)
@@ -470,26 +588,30 @@ class ForkServer:
 
 
 class ServerPool:
-    """One server per (python, import-time environment), started on first use, closed at the end."""
+    """One server per (python, import-time environment, modules to preload), started on first
+    use, closed at the end."""
 
     def __init__(self, cwd: str) -> None:
         self.cwd = cwd
         self.servers: dict[Any, ForkServer] = {}
         self.lock = threading.Lock()
 
-    def get(self, python: str, env: Mapping[str, str], isa_cache_dir: str | None = None) -> ForkServer:
-        """`isa_cache_dir`: a CPU case's ISA probe folder, so a new server settles the probe once."""
-        key = server_key(python, env)
+    def get(self, python: str, env: Mapping[str, str], isa_cache_dir: str | None = None,
+            modules: Sequence[str] = PRELOAD) -> ForkServer:
+        """`isa_cache_dir`: a CPU case's ISA probe folder, so a new server settles the probe once;
+        `modules`: what it imports (preload_for)."""
+        key = (*server_key(python, env), tuple(modules))
         with self.lock:
             server = self.servers.get(key)
             if server is None:
-                server = self.servers[key] = ForkServer(python, env, self.cwd, isa_cache_dir)
+                server = self.servers[key] = ForkServer(python, env, self.cwd, isa_cache_dir, modules)
         server.ready()
         return server
 
     def describe(self) -> list[dict[str, Any]]:
         return [{**{k: s.info.get(k) for k in ("preloaded", "preload_failed", "import_s", "isa_probe", "cuda_started",
-                                              "driver_started_by", "driver_started_in", "skipped_for_driver")},
+                                              "driver_started_by", "driver_started_in", "skipped_for_driver",
+                                              "file_pages")},
                  "python": key[0],
                  "broken": s.broken} for key, s in self.servers.items()]
 

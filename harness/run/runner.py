@@ -29,7 +29,7 @@ from harness.measure.spec import WorkerSpec
 from harness.measure.timing import StopPolicy
 from harness.model.errors import UserError
 from harness.model.schema import Case, Record, Run, save_run
-from harness.run.forkserver import ForkServerError, open_pool, preloaded_workers
+from harness.run.forkserver import ForkServerError, case_preload, open_pool, preloaded_workers
 from harness.run.isolation import child_env, classify_memory_failure, memory_limit_bytes, sweep_escaped
 from harness.run.journal import Journal, journal_path
 from harness.run.lookup import resolve_run as resolve_run  # re-exported: RUN arguments resolve in one place
@@ -424,8 +424,10 @@ def _server_for(spec: WorkerSpec, python: str, env: dict[str, str], trace_dir: P
     if os.path.realpath(python) != os.path.realpath(sys.executable):
         # another interpreter (--env, ab/versions/bisect sides): its own process, as it always was
         return None, {"start": "spawn", "start_note": "the worker's python is not the runner's"}
+    modules = case_preload(spec)
+    isa = spec.isa_cache_dir if device.startswith("cpu") and "torch._inductor.compile_fx" in modules else None
     with interruptible():  # a first server imports for seconds: a stop signal must not wait for it
-        server = pool.get(python, env, spec.isa_cache_dir if device.startswith("cpu") else None)
+        server = pool.get(python, env, isa, modules)
     if server.broken:
         return None, {"start": "spawn", "start_note": f"fork server unusable: {server.broken}"[:300]}
     if server.info.get("cuda_started"):
