@@ -70,6 +70,7 @@ class CaseState:
     prepared: Any = None
     out_eager: Any = None
     out_compiled: Any = None
+    fp64_ref: Any = None  # the dynamo accuracy rule's float64 reference (harness/model/accuracy.py)
     eager_first_s: float | None = None
     compiled_first_s: float | None = None
     variants: dict[str, Callable[[], Any]] = field(default_factory=dict)
@@ -395,13 +396,48 @@ def compile_first_call(state: CaseState) -> None:
     state.record.metrics["compile_breakdown_s"] = state.first_snapshot["compile_breakdown_s"]
 
 
+# ---- accuracy rule hook (harness/model/accuracy.py: strict, or dynamo as HUD judges) ----
+def _dynamo_rule(state: CaseState) -> Any:
+    from harness.model.accuracy import DYNAMO_RULE, accuracy_rule_for
+
+    rule = accuracy_rule_for(state.case.workload)
+    return rule if rule.name == DYNAMO_RULE and state.prepared.compare is None else None
+
+
+def fp64_reference(state: CaseState) -> None:
+    """The dynamo rule's float64 reference, before the eager first call as HUD's runner
+    makes it (the copy is freed before any timed call); skipped when it would not fit."""
+    import torch
+
+    from harness.model.accuracy import fp64_reference as make_reference
+    from harness.model.workloads import WorkloadContext
+
+    case = state.case
+    ctx = WorkloadContext(device=state.device.torch_name, dtype=getattr(torch, case.dtype),
+                          batch_size=case.batch_size, size=case.size, options=dict(case.options))
+    state.fp64_ref = make_reference(state.built, state.workload, state.scenario_fn, ctx, case.scenario)
+
+
 def accuracy(state: CaseState) -> None:
     """Compiled vs eager first-call outputs (the scenario may bring its own comparison)."""
-    from harness.model.accuracy import compare_outputs
+    from harness.model.accuracy import compare_dynamo, compare_outputs
 
-    comparer = state.prepared.compare or compare_outputs
-    state.record.metrics["accuracy"] = comparer(state.out_eager, state.out_compiled, state.case.dtype)
+    rule = _dynamo_rule(state)
+    if rule is not None:
+        from harness.model.accuracy import Fp64Reference
+
+        ref = state.fp64_ref or Fp64Reference(note="the float64 reference phase did not run")
+        state.record.metrics["accuracy"] = compare_dynamo(
+            state.out_eager, state.out_compiled, state.case.dtype, rule, fp64_ref=ref.outputs,
+            training="train" in state.case.scenario, device_type=state.device.type, fp64_note=ref.note)
+        state.record.metrics["accuracy"]["fp64_bytes_needed"] = ref.bytes_needed
+        state.record.metrics["accuracy"]["fp64_bytes_free"] = ref.bytes_free
+        state.fp64_ref = None
+    else:
+        comparer = state.prepared.compare or compare_outputs
+        state.record.metrics["accuracy"] = comparer(state.out_eager, state.out_compiled, state.case.dtype)
     state.variants["compiled"] = state.prepared.compiled
+# ---- end accuracy rule hook ----
 
 
 def measure(state: CaseState) -> None:
@@ -557,6 +593,8 @@ PHASES: tuple[Phase, ...] = (
     Phase("setup", setup),
     Phase("isa_probe", isa_probe),
     Phase("build", build),
+    Phase("fp64_reference", fp64_reference,
+          when=lambda s: s.has_compiled and not s.compile_only and _dynamo_rule(s) is not None),
     Phase("eager_first_call", eager_first_call),
     Phase("compile", compile_first_call, when=lambda s: s.has_compiled),
     Phase("accuracy", accuracy, when=lambda s: s.has_compiled and not s.compile_only),
