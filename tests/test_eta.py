@@ -73,3 +73,18 @@ def test_progress_lines_carry_the_eta():
 @pytest.mark.parametrize("seconds, text", [(5, "ETA 5s"), (125, "ETA 2m05s"), (7500, "ETA 2h05m")])
 def test_fmt_eta(seconds, text):
     assert fmt_eta(seconds) == text
+
+
+def test_derived_cases_scale_the_remaining_time_by_the_share_that_ran_a_process():
+    # `-c eager,inductor`: every other case is an eager case derived from its twin in no time;
+    # counting it as a full case doubled the ETA of the hf and timm runs on the H200
+    eta = EtaEstimator()
+    eta.finished("inductor-a", 20.0)
+    assert eta.remaining_s(10) == pytest.approx(200.0)  # nothing derived yet: every case counts
+    eta.derived()
+    assert eta.process_share() == pytest.approx(0.5)
+    assert eta.remaining_s(10) == pytest.approx(100.0)
+    eta.finished("inductor-b", 40.0)
+    eta.finished("eager-c", 30.0)  # a held eager case that ran its own process counts in full
+    assert eta.process_share() == pytest.approx(0.75)
+    assert eta.remaining_s(4) == pytest.approx(4 * 30.0 * 0.75)

@@ -211,6 +211,8 @@ class ProgressPrinter:
         if twin is None:
             elapsed = time.monotonic() - self.started
             self.eta.finished(case.case_id, elapsed)
+        else:
+            self.eta.derived()  # the cases still to come are derived in about the same share
         # a derived case had no "start" (it ran no process) and is not fed to the ETA: its microseconds
         # would pull down the time expected of the cases that do run
         eta = fmt_eta(self.eta.remaining_s(total - index - 1, case.suite))

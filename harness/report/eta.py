@@ -12,6 +12,8 @@ remaining case is a mean, not a median (a total is a sum), taken from two source
 With neither there is no ETA; with only this run, the run's mean; with history, the scaled
 prior (the mean over the suite's cases not finished yet), blended with the run's own mean,
 which gets up to half the weight once 3 cases have finished.
+Eager cases derived from their compiled twins (harness/run/twins.py) run no process: the
+remaining count is scaled by the share of finished cases that ran one.
 """
 
 from __future__ import annotations
@@ -84,6 +86,16 @@ class EtaEstimator:
     durations: list[float] = field(default_factory=list)
     ratios: list[tuple[float, float]] = field(default_factory=list)  # (this run, history) per case seen in both
     seen: set[str] = field(default_factory=set)
+    derived_cases: int = 0  # finished without a process (an eager case derived from its twin)
+
+    def derived(self) -> None:
+        self.derived_cases += 1
+
+    def process_share(self) -> float:
+        """The share of finished cases that ran a process (1 before any): an `-c eager,inductor`
+        run derives about half of its cases, which take no time."""
+        done = len(self.durations) + self.derived_cases
+        return len(self.durations) / done if done else 1.0
 
     def finished(self, case_id: str, seconds: float) -> None:
         self.durations.append(seconds)
@@ -116,7 +128,7 @@ class EtaEstimator:
         if remaining_cases <= 0:
             return 0.0
         per = self.per_case(suite)
-        return None if per is None else per * remaining_cases
+        return None if per is None else per * remaining_cases * self.process_share()
 
 
 def fmt_eta(seconds: float | None) -> str:
