@@ -14,6 +14,7 @@ from harness.analysis.compare import MISSING, compare_runs
 from harness.analysis.expected import DEFAULT_DIR, check
 from harness.cli.main import main
 from harness.interop.pytest_bench import import_file
+from harness.run.forkserver import preloaded_workers
 from harness.run.runner import RunOptions, execute
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,11 +24,13 @@ QUICK = {"min_time_s": 0.1, "min_samples": 10, "max_time_s": 2.0}
 @pytest.fixture(scope="module")
 def real_runs(tmp_path_factory):
     """Base: the smoke suite's mlp-classic cases (forward + train). Head: forward only,
-    measured again in a fresh process."""
+    measured again in a fresh process (forked from the same preloaded server: one import pass)."""
     out = tmp_path_factory.mktemp("gate-e2e")
-    base = execute(RunOptions(suite="smoke", workloads=["mlp-classic"], out_dir=str(out), policy=QUICK, ingest=False))
-    head = execute(RunOptions(suite="smoke", workloads=["mlp-classic"], scenarios=["forward"], out_dir=str(out),
-                              policy=QUICK, ingest=False))
+    with preloaded_workers():
+        base = execute(RunOptions(suite="smoke", workloads=["mlp-classic"], out_dir=str(out), policy=QUICK,
+                                  ingest=False))
+        head = execute(RunOptions(suite="smoke", workloads=["mlp-classic"], scenarios=["forward"], out_dir=str(out),
+                                  policy=QUICK, ingest=False))
     return out, base, head
 
 

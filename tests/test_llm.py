@@ -233,12 +233,14 @@ def smoke_run(tmp_path_factory):
     """The `llm` part of the smoke suite plus GPT-2's train step, through the real runner
     (one process per case). Workers get one OpenMP thread: on a shared, oversubscribed CI
     box spinning threads made a tiny model's step 20x slower, and a test checks behaviour,
-    not speed."""
+    not speed. Both runs fork their cases from one preloaded server (a run's own pool, held
+    across the two), which pays the imports of torch and transformers once."""
+    from harness.run.forkserver import preloaded_workers
     from harness.run.runner import RunOptions, execute
 
     out = tmp_path_factory.mktemp("llm-results")
     policy = {"min_time_s": 0.2, "min_samples": 5, "warmup": 2, "max_time_s": 3.0}
-    with pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp, preloaded_workers():
         mp.setenv("OMP_NUM_THREADS", "1")
         smoke = execute(RunOptions(suite="smoke", workloads=list(llm.SMOKE_WORKLOADS), out_dir=str(out),
                                    policy=policy, ingest=False, timeout_s=600))
