@@ -236,11 +236,15 @@ def test_each_named_config_runs_or_is_skipped_with_a_reason(name):
 
 def test_max_autotune_with_freezing_autotunes_cpu_gemms():
     # a fresh worker process with an empty cache, as in a run: autotune choices are cached
-    # in memory and on disk, so an in-process repeat would (rightly) not benchmark again
+    # in memory and on disk, so an in-process repeat would (rightly) not benchmark again.
+    # The ISA probe's answer is cached as a run caches it (else the fresh process probes in
+    # full: seconds, and never part of what is checked here)
+    from harness.measure.environment import default_cache_root
     from harness.model.schema import Case
     from harness.run.runner import run_worker
 
-    spec = spec_for(get_compiler("inductor-max-autotune-freezing"), workload="mlp-deep")
+    spec = spec_for(get_compiler("inductor-max-autotune-freezing"), workload="mlp-deep",
+                    isa_cache_dir=str(default_cache_root() / "isa-probe"))
     record = run_worker(Case.from_dict(spec["case"]), spec, timeout_s=300)
     assert record.status == "ok", record.error
     assert record.metrics["autotune"]["select_algorithm_autotune"] >= 1
