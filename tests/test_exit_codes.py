@@ -39,8 +39,9 @@ from harness.testing.synthetic_history import SyntheticSpec, synthetic_history
 
 ROOT = Path(__file__).resolve().parent.parent
 V1_RUN = ROOT / "tests" / "data" / "run_v1_mlp_eager.json"
+# spawned: for one case that costs less than starting a preloaded server (test_forkserver holds the two paths equal)
 TINY_RUN = ["-w", "mlp-classic", "--scenario", "forward", "-c", "eager", "--size", "tiny", "--min-time", "0.01",
-            "--min-samples", "3", "--warmup", "1"]
+            "--min-samples", "3", "--warmup", "1", "--no-preload"]
 PYTEST_BENCHMARK = {"machine_info": {"node": "h", "machine": "x86_64"}, "commit_info": {}, "version": "4.0.0",
                     "datetime": "2026-01-01T00:00:00",
                     "benchmarks": [{"name": "t", "fullname": "t", "group": None, "params": None,

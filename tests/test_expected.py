@@ -138,8 +138,9 @@ def test_real_user_workload_update_then_check(tmp_path, monkeypatch):
     """End to end on CPU: a user workload file (no suite), update --file, check passes."""
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "results"
+    # spawned: for one case that costs less than starting a preloaded server (test_forkserver holds the two paths equal)
     assert main(["run", "--workload-file", WORKLOADS, "-w", "known-breaks", "-c", "inductor", "--device", "cpu",
-                 "--out", str(out), "--no-ingest", "--min-time", "0.05", "--warmup", "1"]) == 0
+                 "--out", str(out), "--no-ingest", "--min-time", "0.05", "--warmup", "1", "--no-preload"]) == 0
     file = tmp_path / "user.json"
     assert main(["expected", "update", "latest", "--out", str(out), "--file", str(file)]) == 0
     entry, = load_expected(file)["cases"].values()

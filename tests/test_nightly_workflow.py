@@ -183,7 +183,9 @@ def test_two_real_nights_of_tiny_cases(tmp_path):
     """Real `compilebench run` (tiny mlp-classic on CPU) through the workflow's steps: night 2
     compares with night 1 from the store; the GPU matrix runs the same cases on CPU in 2 shards."""
     select = "-w mlp-classic -c eager --scenario forward --size tiny"
-    env = {"NIGHTLY_SELECT": select, "HF_HUB_OFFLINE": "1",
+    # each run step is one case: spawned, that costs less than starting a preloaded server
+    # (test_forkserver holds the two paths equal)
+    env = {"NIGHTLY_SELECT": select, "HF_HUB_OFFLINE": "1", "COMPILEBENCH_NO_PRELOAD": "1",
            "NIGHTLY_GPU_RUN": "compilebench run -w mlp-classic -c eager -c inductor --scenario forward --size tiny"}
     code1, night1 = rehearse(tmp_path, 1, env, gpu=False)
     assert code1 == 0, night1["results"]

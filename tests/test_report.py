@@ -175,8 +175,9 @@ def test_failed_case_without_metrics_renders():
 def test_report_from_a_real_cpu_run(results_dir, tmp_path):
     """The real path: a tiny MLP measured by the worker, then reported (CPU, ~20-40 s)."""
     out = tmp_path / "real.html"
+    # spawned: for one case that costs less than starting a preloaded server (test_forkserver holds the two paths equal)
     rc = main(["run", "-w", "mlp-classic", "--scenario", "forward", "--min-time", "0.05", "--min-samples", "10",
-               "--out", str(results_dir), "--no-ingest", "--report", str(out)])
+               "--out", str(results_dir), "--no-ingest", "--report", str(out), "--no-preload"])
     assert rc == 0
     html = out.read_text()
     assert html.count("<svg") == 4 and "mlp-classic/forward/inductor/cpu" in html

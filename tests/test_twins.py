@@ -382,8 +382,9 @@ def test_cli_flag_in_help_and_refused_with_resume():
 def test_real_cpu_run_derives_the_eager_case_and_compare_and_report_load_it(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", twins.TEST_ON_CPU_ENV: "1"}
     out = tmp_path / "out"
+    # one process (the eager case is derived): spawned: for one case that costs less than starting a preloaded server (test_forkserver holds the two paths equal)
     cmd = [sys.executable, "-m", "harness", "run", "-w", "mlp-classic", "--size", "tiny", "-c", "eager,inductor",
-           "--scenario", "forward", "--min-time", "0", "--min-samples", "5", "--out", str(out)]
+           "--scenario", "forward", "--min-time", "0", "--min-samples", "5", "--out", str(out), "--no-preload"]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"derived: eager figures from {_id('forward', 'inductor')}" in proc.stderr
