@@ -65,7 +65,8 @@ def test_known_graph_breaks_are_counted_exactly(results_dir):
 
 
 def test_known_buffer_shows_in_peak_memory(results_dir):
-    run = _run(results_dir, workloads=["big-buffer"], workload_files=[WORKLOADS], compilers=["eager"])
+    # spawned: one case (a forked case's peak equals a spawned one's: tests/test_forkserver_memory.py)
+    run = _run(results_dir, workloads=["big-buffer"], workload_files=[WORKLOADS], compilers=["eager"], preload=False)
     (r,) = run.records
     assert r.status == "ok", r.error
     assert r.eager["peak_memory_delta_bytes"] >= 256 * 1024 * 1024 * 0.95
@@ -92,8 +93,9 @@ def test_timeout_kills_the_worker(results_dir, tmp_path):
         "import time\nfrom harness import workload\n"
         "@workload('hangs', scenarios=('forward',))\ndef f(ctx):\n    time.sleep(600)\n"
     )
+    # the spawned path's timeout (test_faults and test_forkserver time out forked cases)
     opts = RunOptions(out_dir=str(results_dir), policy=FAST, devices=["cpu"], workloads=["hangs"],
-                      workload_files=[str(hang)], compilers=["eager"], timeout_s=5)
+                      workload_files=[str(hang)], compilers=["eager"], timeout_s=5, preload=False)
     (r,) = execute(opts).records
     assert r.status == "timeout" and "--timeout 5s" in r.error["message"]
     assert r.worker["wall_s"] < 30
