@@ -346,7 +346,7 @@ def test_a_server_with_cuda_started_forks_no_case_cpu_ones_included(monkeypatch)
         info = {"cuda_started": True, "driver_started_by": None, "driver_started_in": "the CPU ISA probe"}
 
     class Pool:
-        def get(self, python, env, isa_cache_dir=None):
+        def get(self, python, env, isa_cache_dir=None, modules=forkserver.PRELOAD):
             return Server()
 
     monkeypatch.setattr(runner, "open_pool", lambda: Pool())
