@@ -166,7 +166,7 @@ def test_a_forked_case_keeps_its_isolation(tmp_path, monkeypatch):
     monkeypatch.setenv("CB_TEST_PIDS", str(pids))
     opts = runner.RunOptions(workloads=["fs-fork-escape", "fs-segfault", "fs-hang"], workload_files=[str(faults)],
                              compilers=["eager"], devices=["cpu"], out_dir=str(tmp_path / "out"), ingest=False,
-                             policy=POLICY, timeout_s=20)
+                             policy=POLICY, timeout_s=10)  # the hang waits it out in full; a forked eager case takes ~1 s
     started = time.monotonic()
     run = runner.execute(opts)
     by = {r.case.workload: r for r in run.records}
