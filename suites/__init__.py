@@ -49,12 +49,19 @@ class Suite:
     policy: tuple[tuple[str, Any], ...] = ()  # StopPolicy overrides for this suite
     timeout_s: float = 600.0
     max_memory_gb: float | None = None  # default --max-memory-gb of its CPU cases (None: no cap)
+    # accuracy rule of its cases: None, each workload's declared rule (hf/timm: dynamo, as HUD
+    # judges; others strict); "strict": every case strict (harness/model/accuracy.py)
+    accuracy: str | None = None
 
 
 SUITES: dict[str, Suite] = {}
 
 
 def register_suite(suite: Suite) -> Suite:
+    if suite.accuracy is not None:
+        from harness.model.accuracy import declare_suite_accuracy
+
+        declare_suite_accuracy(suite.name, suite.accuracy)
     SUITES[suite.name] = suite
     return suite
 
@@ -72,7 +79,7 @@ def extend_suite(name: str, *entries: SuiteEntry) -> None:
     """Other suite modules join a named suite (e.g. the LLM tiny models join `smoke`)."""
     suite = SUITES[name]
     SUITES[name] = Suite(suite.name, suite.description, suite.entries + tuple(entries), suite.policy, suite.timeout_s,
-                         suite.max_memory_gb)
+                         suite.max_memory_gb, suite.accuracy)
 
 
 register_suite(

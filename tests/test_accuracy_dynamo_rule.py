@@ -304,12 +304,12 @@ declare_accuracy("timmlike-convnet", AccuracyRule("dynamo", runner="timm_models"
 """
 
 
-def worker_record(workload: str, scenario: str = "forward", compiler: str = "aot_eager", **spec):
+def worker_record(workload: str, scenario: str = "forward", compiler: str = "aot_eager", suite: str = "test", **spec):
     from compiler import get_compiler
     from harness.measure.worker import run_case
 
     case = {"workload": workload, "scenario": scenario, "compiler": compiler, "device": "cpu", "dtype": "float32",
-            "batch_size": 2, "size": "tiny", "suite": "test", "options": []}
+            "batch_size": 2, "size": "tiny", "suite": suite, "options": []}
     return run_case({"case": case, "compiler": get_compiler(compiler).to_dict(), "policy": FAST_POLICY,
                      "seed": 0, **spec})
 
@@ -366,3 +366,22 @@ def test_a_strict_workload_gets_no_fp64_phase():
     record = worker_record("mlp-classic", workload_modules=["suites.mlp"])
     assert record.status == "ok" and "rule" not in record.metrics["accuracy"]
     assert "fp64_reference" not in record.metrics["phase_s"]
+
+
+def test_a_suite_can_judge_its_cases_strictly_whatever_its_workloads_declare(monkeypatch, tmp_path):
+    import suites
+    from suites import Suite, SuiteEntry, register_suite
+
+    monkeypatch.setattr(acc, "SUITE_ACCURACY", {})
+    monkeypatch.setattr(suites, "SUITES", dict(suites.SUITES))
+    register_suite(Suite("strict-subset", "test", entries=(SuiteEntry(workloads=("timmlike-convnet",)),),
+                         accuracy="strict"))
+    assert acc.accuracy_rule_for("hf-BertForMaskedLM", "strict-subset").name == "strict"
+    assert acc.accuracy_rule_for("hf-BertForMaskedLM", "hf-tiny").name == "dynamo"
+    path = tmp_path / "timmlike.py"
+    path.write_text(TIMMLIKE)
+    record = worker_record("timmlike-convnet", suite="strict-subset", workload_files=[str(path)])
+    assert record.status == "ok" and "rule" not in record.metrics["accuracy"]
+    assert "fp64_reference" not in record.metrics["phase_s"]
+    with pytest.raises(ValueError, match="accuracy='dynamo' is not a suite-level choice; use 'strict'"):
+        register_suite(Suite("dynamo-suite", "test", accuracy="dynamo"))

@@ -400,7 +400,7 @@ def compile_first_call(state: CaseState) -> None:
 def _dynamo_rule(state: CaseState) -> Any:
     from harness.model.accuracy import DYNAMO_RULE, accuracy_rule_for
 
-    rule = accuracy_rule_for(state.case.workload)
+    rule = accuracy_rule_for(state.case.workload, state.case.suite)
     return rule if rule.name == DYNAMO_RULE and state.prepared.compare is None else None
 
 

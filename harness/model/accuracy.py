@@ -178,6 +178,8 @@ class AccuracyRule:
 
 
 ACCURACY_RULES: dict[str, AccuracyRule] = {}  # workload name -> its rule; absent: strict
+SUITE_ACCURACY: dict[str, str] = {}  # suite name -> "strict" where the suite overrides its workloads' rules
+SUITE_CHOICES = (STRICT_RULE,)
 
 
 def declare_accuracy(workload: str, rule: AccuracyRule) -> None:
@@ -186,7 +188,21 @@ def declare_accuracy(workload: str, rule: AccuracyRule) -> None:
     ACCURACY_RULES[workload] = rule
 
 
-def accuracy_rule_for(workload: str) -> AccuracyRule:
+def declare_suite_accuracy(suite: str, rule: str) -> None:
+    """A suite's own choice (Suite(accuracy=...)): "strict" judges every case of the suite
+    strictly, whatever its workloads declare. A suite cannot switch a workload to dynamo: the
+    rule needs the model's HUD tolerance entry, which only the workload's declaration has."""
+    if rule not in SUITE_CHOICES:
+        raise ValueError(f"suite {suite!r}: accuracy={rule!r} is not a suite-level choice; use "
+                         f"{', '.join(repr(c) for c in SUITE_CHOICES)} or leave it out (each workload's declared rule; "
+                         "a workload opts into dynamo with declare_accuracy)")
+    SUITE_ACCURACY[suite] = rule
+
+
+def accuracy_rule_for(workload: str, suite: str = "") -> AccuracyRule:
+    """The rule a case of `workload` planned by `suite` is judged by."""
+    if SUITE_ACCURACY.get(suite) == STRICT_RULE:
+        return AccuracyRule()
     return ACCURACY_RULES.get(workload, AccuracyRule())
 
 
