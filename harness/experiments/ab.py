@@ -148,8 +148,8 @@ def run_ab(opts: AbOptions, progress: AbProgress | None = None,
     total = 2 * len(cases) * opts.rounds  # an upper bound once cases may stop early
     step = 0
     started = time.monotonic()
-    servers = ExitStack()  # preloaded workers for the sides that run this interpreter (harness/run/forkserver.py)
-    servers.enter_context(preloaded_workers(opts.run.preload))
+    servers = ExitStack()  # preloaded workers, one server per side's python (harness/run/forkserver.py)
+    pool = servers.enter_context(preloaded_workers(opts.run.preload))
     try:
         for r in range(opts.rounds):
             if not active:
@@ -174,6 +174,8 @@ def run_ab(opts: AbOptions, progress: AbProgress | None = None,
             for r, run in enumerate(runs[side]):
                 run.config["wall_s"] = wall
                 run.config["ab"].update(rounds_run=len(runs[side]), stopped=stopped, adaptive=opts.stop_design)
+                run.config["worker_start"] = {"preload": pool is not None, "servers": [
+                    s for s in (pool.describe() if pool else []) if s["python"] == pythons[side]]}
                 save_run(run, folder / side / f"round-{r:02d}.json")
         servers.close()
     return runs["base"], runs["head"], folder

@@ -311,8 +311,9 @@ def _serve_preload(isa_cache_dir: str | None, skip: Sequence[str] = (),
         loaded = preload(modules, skip)
     written = os.listdir(sentinel)
     del os.environ[CACHE_ENV]
-    if not written:
-        os.rmdir(sentinel)
+    # kept (empty) for the server's life: the runner looks into it after each case
+    # (ForkServer.cache_leak), since a copy of this path that a case did not re-point would
+    # write there, and a removed folder would be re-created and found warm by the next case
     # the ISA probe asks for CUDA too (an H200 box, 2026-12-01: every CPU case forked after
     # it failed with "Cannot re-initialize CUDA in forked subprocess")
     with nvml_availability_checks():
@@ -325,7 +326,8 @@ def _serve_preload(isa_cache_dir: str | None, skip: Sequence[str] = (),
     # (mlp-deep train, tiny: 1.21 s of gc in a spawned worker, 1.31 s forked, 0.75 s forked
     # and frozen), which would bias compile times low against every earlier run
     return {"ready": True, "pid": os.getpid(), **loaded, "skipped_for_driver": list(skip),
-            "isa_probe": isa, "cuda_started": cuda_started or cuda_driver_started(), "cache_written": written[:5]}
+            "isa_probe": isa, "cuda_started": cuda_started or cuda_driver_started(), "cache_written": written[:5],
+            "cache_sentinel": sentinel}
 
 
 def restart_without(info: dict[str, Any], skip: Sequence[str]) -> list[str] | None:
@@ -569,6 +571,14 @@ class ForkServer:
         line, _, self._buffer = self._buffer.partition(b"\n")
         return json.loads(line)
 
+    def cache_leak(self) -> list[str]:
+        """What the cases forked so far wrote into the folder the server imported under."""
+        sentinel = self.info.get("cache_sentinel")
+        try:
+            return sorted(os.listdir(sentinel)) if sentinel else []
+        except OSError:  # removed: nothing of ours was written there
+            return []
+
     def log_tail(self, limit: int = 2000) -> str:
         try:
             return Path(self.log.name).read_text(errors="replace")[-limit:]
@@ -585,6 +595,10 @@ class ForkServer:
             self.proc.wait()
         self.log.close()
         Path(self.log.name).unlink(missing_ok=True)
+        if self.info.get("cache_sentinel"):
+            import shutil
+
+            shutil.rmtree(self.info["cache_sentinel"], ignore_errors=True)
 
 
 class ServerPool:

@@ -374,6 +374,8 @@ def launch(spec: WorkerSpec, tmp: Path, name: str, cache_dir: Path, timeout_s: f
         _kill_tree(proc)  # the worker's own children (compile workers) die with it
         LIVE_WORKERS.discard(proc)
         escaped = _sweep(token, proc.pid, server)  # and so do descendants that called setsid()
+    if server is not None and start.get("start") == "preloaded":
+        start = {**start, **_cache_leak(server)}
     logs = {"stdout": log_tail(stdout_path), "stderr": log_tail(stderr_path)}
     return Outcome(proc.returncode, timed_out, out_path, logs, time.monotonic() - started, start, escaped)
 
@@ -404,6 +406,9 @@ def _run_process(case: Case, spec: WorkerSpec, tmp: Path, name: str, cache_dir: 
     classify_memory_failure(record, spec.max_memory_bytes if case.device.split(":")[0] == "cpu" else None)
     record.worker.update({"returncode": outcome.returncode, "wall_s": round(outcome.wall_s, 3), "python": python,
                           **outcome.start})
+    if outcome.start.get("server_cache_written"):
+        record.notes.append("part of this case's Inductor cache went to the fork server's import-time folder, "
+                            "not the case's own; later cases of that server were spawned")
     if outcome.escaped:
         record.worker["escaped_processes_killed"] = len(outcome.escaped)
         record.notes.append(f"{len(outcome.escaped)} process(es) left behind by the worker outside its session were killed")
@@ -421,15 +426,18 @@ def _server_for(spec: WorkerSpec, python: str, env: dict[str, str], trace_dir: P
     device = spec.case.device if spec.case else str(spec.payload.get("device", "cpu"))
     if trace_dir is not None:
         return None, {"start": "spawn", "start_note": "--trace: TORCH_TRACE is read when torch is imported"}
-    if os.path.realpath(python) != os.path.realpath(sys.executable):
-        # another interpreter (--env, ab/versions/bisect sides): its own process, as it always was
-        return None, {"start": "spawn", "start_note": "the worker's python is not the runner's"}
+    # another interpreter (--env, ab/versions/bisect sides) gets a server of its own, started
+    # with that python (server_key holds it) and this checkout on PYTHONPATH (worker_env), as
+    # its spawned workers import harness; a server that cannot start there is broken: spawn
     modules = case_preload(spec)
     isa = spec.isa_cache_dir if device.startswith("cpu") and "torch._inductor.compile_fx" in modules else None
     with interruptible():  # a first server imports for seconds: a stop signal must not wait for it
         server = pool.get(python, env, isa, modules)
     if server.broken:
         return None, {"start": "spawn", "start_note": f"fork server unusable: {server.broken}"[:300]}
+    if server.info.get("cache_written"):  # its imports wrote cache files: a case would not start from an empty cache
+        return None, {"start": "spawn", "start_note": "the fork server's imports wrote into the Inductor cache folder: "
+                      + ", ".join(server.info["cache_written"])[:200]}
     if server.info.get("cuda_started"):
         # CPU cases too: a child of a server with CUDA started fails its first CUDA call, and
         # Dynamo makes one on every compile where CUDA is available (the CUDA RNG state)
@@ -437,6 +445,20 @@ def _server_for(spec: WorkerSpec, python: str, env: dict[str, str], trace_dir: P
                  else f"in {server.info.get('driver_started_in') or 'its imports'}")
         return None, {"start": "spawn", "start_note": f"the fork server started the CUDA driver {where}"}
     return server, {"start": "preloaded"}
+
+
+def _cache_leak(server: Any) -> dict[str, Any]:
+    """After a forked case: did it write into the server's import-time cache folder? Then a
+    module of that torch kept a copy of the path that repoint_caches does not re-point. This
+    case still compiled cold (the folder was empty), but the next one would find its
+    artifacts: the server forks no more cases (a torch the scan in tests/test_forkserver.py
+    never saw, e.g. another --env's, is caught here)."""
+    written = server.cache_leak()
+    if not written:
+        return {}
+    server.broken = (f"a forked case wrote into the server's import-time Inductor cache folder ({', '.join(written[:3])}): "
+                     "this torch keeps a copy of the path that is not re-pointed per case; later cases are spawned")
+    return {"server_cache_written": written[:5]}
 
 
 def _sweep(token: str, session: int | None, server: Any) -> list[int]:
