@@ -183,7 +183,9 @@ def test_a_forked_case_keeps_its_isolation(tmp_path, monkeypatch):
 
 def test_only_the_runner_starts_worker_processes():
     """One isolation path: no module but run/runner.py (launch) and run/forkserver.py (the
-    server) starts a `-m harness...` process; torchrun's launcher (distributed) is its own road."""
+    server) starts a `-m harness...` process. run/distributed.py starts torchrun, which starts
+    and watches the ranks itself (no worker record, nothing to fork from a server): it keeps
+    the same token, killpg and escaped-child sweep (tests/test_distributed_sweep.py)."""
     import re
 
     allowed = {"harness/run/runner.py", "harness/run/forkserver.py", "harness/run/distributed.py"}

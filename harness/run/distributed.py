@@ -1,6 +1,13 @@
 """The distributed launcher: one torchrun launch per (strategy, compiler) case, beside the
 runner whose isolation it shares (fresh Inductor cache, new process session, kill of the
-whole group on timeout, logs tailed into the record).
+whole group on timeout, the escaped-child sweep by token, logs tailed into the record).
+
+Why not through run.runner.launch: that starts one harness worker (`-m harness.run.isolation`
+or a fork of a preloaded server) and waits for its record; here the process is torchrun,
+which starts and watches the ranks itself (its elastic agent restarts or kills them), so it
+cannot be forked from a server and its result is the ranks' file, not a worker's record.
+What the runner's path guarantees is kept here: the token and sweep matter most, as torchrun
+puts every rank in a session of its own, beyond the killpg of torchrun's group.
 
 `compilebench distributed --nproc 2 --backend gloo` (CPU) or `--backend nccl --device cuda`
 (one process per GPU). The rank side, the DDP/FSDP2 training step that runs under torchrun,
@@ -27,6 +34,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from harness.run.isolation import child_env, sweep_escaped
 from suites.distributed import DistributedSpec
 
 # the module torchrun starts on every rank (rank_main)
@@ -59,6 +67,7 @@ def launch(spec: DistributedSpec) -> Any:
     spec_path.write_text(json.dumps(asdict(spec)))
     case = distributed_case(spec)
     env = worker_env(tmp / "inductor-cache")
+    token = child_env(env)  # every rank inherits it: the sweep below finds them
     started = time.monotonic()
     log_path = tmp / "torchrun.log"
     with open(log_path, "wb") as log:
@@ -71,10 +80,14 @@ def launch(spec: DistributedSpec) -> Any:
             timed_out = True
         finally:
             try:
-                os.killpg(proc.pid, signal.SIGKILL)  # ranks and their compile workers
+                os.killpg(proc.pid, signal.SIGKILL)  # torchrun's own session
             except (ProcessLookupError, PermissionError):
                 pass
             proc.wait()
+            # torchrun starts each rank in a session of its own (its SubprocessHandler's
+            # start_new_session=True), so the killpg above misses the ranks of a hung
+            # collective once torchrun itself is killed: the escaped-child sweep ends them
+            ranks_killed = sweep_escaped(token, session=proc.pid)
     wall = time.monotonic() - started
     logs = {"stdout": log_tail(log_path), "stderr": ""}
     if timed_out:
@@ -88,6 +101,10 @@ def launch(spec: DistributedSpec) -> Any:
         record.logs = {"stdout": logs["stdout"][-2000:], "stderr": ""}
     record.worker.update({"returncode": proc.returncode, "wall_s": round(wall, 3), "launcher": "torchrun",
                           "nproc": spec.nproc})
+    if ranks_killed:
+        record.worker["escaped_processes_killed"] = len(ranks_killed)
+        record.notes.append(f"{len(ranks_killed)} process(es) (ranks, or their children) outlived torchrun's "
+                            "process group and were killed")
     shutil.rmtree(tmp, ignore_errors=True)
     return record
 
