@@ -15,6 +15,8 @@ from pathlib import Path
 
 FAKE = '''#!{python}
 import json, os, sys
+if sys.argv[1:3] == ["-m", "harness.run.forkserver"]:  # no preloaded server: every worker takes the path below
+    sys.exit("fake interpreter: no fork server, its workers are synthetic")
 if sys.argv[1:3] == ["-m", "harness.run.isolation"]:
     import numpy as np
     from harness.model.schema import Case

@@ -78,6 +78,33 @@ def test_a_side_whose_server_cannot_start_is_spawned_and_says_why(tmp_path):
     assert server["broken"] and server["python"] == wrapper
 
 
+def env_setting_wrapper(where: Path) -> str:
+    """An interpreter that sets a variable before Python starts (a conda activation shim):
+    a spawned worker sees it, a forked case would get the runner's environment instead."""
+    script = where / "python-shim"
+    script.write_text(f'#!/bin/sh\nexport CB_SHIM_SETTING=1\nexec "{sys.executable}" "$@"\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)
+
+
+@pytest.mark.slow
+def test_a_side_whose_interpreter_changes_its_environment_is_spawned(tmp_path):
+    _, head_runs = _ab(tmp_path, sys.executable, env_setting_wrapper(tmp_path))
+    (record,) = head_runs[0].records
+    assert record.status == "ok", record.error
+    assert record.worker["start"] == "spawn" and "CB_SHIM_SETTING" in record.worker["start_note"]
+
+
+def test_only_what_the_interpreter_itself_sets_at_start_up_is_allowed():
+    from harness.run.forkserver import start_env_changed
+
+    passed = {"PATH": "/bin", "A": "1"}
+    assert start_env_changed(passed, {**passed, "LC_CTYPE": "C.UTF-8"}) is None  # PEP 538, spawned workers too
+    assert start_env_changed(passed, None) is None  # an older server that does not say
+    assert "PATH" in start_env_changed(passed, {**passed, "PATH": "/opt/conda/bin:/bin"})
+    assert "A" in start_env_changed(passed, {"PATH": "/bin"})
+
+
 LEAKY = '''
 import glob, os
 import torch

@@ -435,6 +435,7 @@ def serve(argv: Sequence[str]) -> int:
     argv: see parse_server_args; ISA_CACHE_DIR settles the CPU ISA probe once (CPU cases)."""
     from harness.run.isolation import die_with_parent
 
+    start_env = dict(os.environ)  # as the interpreter (or its wrapper) began: the runner compares it with what it passed
     die_with_parent()
     isa, skip, modules = parse_server_args(argv)
     ctrl_in, ctrl_out = os.dup(0), os.dup(1)
@@ -450,13 +451,13 @@ def serve(argv: Sequence[str]) -> int:
         sys.stderr.write(f"forkserver: {info['driver_started_by']} started the CUDA driver at import; "
                          f"starting again without it\n")
         sys.stderr.flush()
-        os.execv(sys.executable, [sys.executable, "-m", "harness.run.forkserver", *kept,
-                                  "--skip=" + ",".join(again)])
+        os.execve(sys.executable, [sys.executable, "-m", "harness.run.forkserver", *kept,
+                                   "--skip=" + ",".join(again)], start_env)  # without what the imports set
     started = time.perf_counter()
     file_pages = resident_file_pages()
     info["file_pages"] = {"bytes": sum(length for _, length in file_pages), "runs": len(file_pages),
                           "scan_s": round(time.perf_counter() - started, 3)}
-    _send(ctrl_out, info)
+    _send(ctrl_out, {**info, "start_env": start_env})
     reader = os.fdopen(ctrl_in, "r", closefd=False)
     for line in reader:
         if line.strip():
@@ -470,6 +471,24 @@ def serve(argv: Sequence[str]) -> int:
 def server_key(python: str, env: Mapping[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
     """Cases whose (python, environment minus the per-case keys) are equal share a server."""
     return python, tuple(sorted((k, v) for k, v in env.items() if k not in PER_CASE_ENV))
+
+
+# set by the interpreter itself at start-up (PEP 538 locale coercion), so a spawned worker has it too
+INTERPRETER_ENV = frozenset({"LC_CTYPE"})
+
+
+def start_env_changed(passed: Mapping[str, str], started: Mapping[str, str] | None) -> str | None:
+    """Why a server cannot serve, when its interpreter began with an environment other than
+    the one passed (a wrapper script, an activation shim): a forked case gets the runner's
+    environment, so it would miss what a spawned worker of that interpreter sees."""
+    if started is None:
+        return None
+    changed = sorted(k for k in set(passed) | set(started)
+                     if k not in INTERPRETER_ENV and passed.get(k) != started.get(k))
+    if not changed:
+        return None
+    return (f"the interpreter changed its environment at start-up ({', '.join(changed[:5])}"
+            f"{', ...' if len(changed) > 5 else ''}): a forked case would not see that, a spawned one does")
 
 
 class ForkedWorker:
@@ -532,6 +551,8 @@ class ForkServer:
                 self.broken = str(exc)
             if not self.info.get("ready") and self.broken is None:
                 self.broken = f"no ready message in {timeout:g}s"
+            elif self.broken is None:
+                self.broken = start_env_changed(self.env, self.info.pop("start_env", None))
         return self.info
 
     def start(self, argv: Sequence[str], env: Mapping[str, str], stdout: Path, stderr: Path,
