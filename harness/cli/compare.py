@@ -61,10 +61,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--env", action="append", default=[], help="instead of --base/--head-python, twice: base then "
                    "head, each NAME=PYTHON or NAME=SPEC (e.g. --env old=torch==2.12.1 --env new=torch==2.13.0: "
                    "cached venvs); different torch versions are the point, so they are not refused")
-    p.add_argument("--rounds", type=int, default=8, help="processes per case and side (default 8: the setup "
+    p.add_argument("--resume", metavar="AB_ID", help="finish an interrupted session (a CI job that timed out, "
+                   "Ctrl-C) from its journal (OUT/ab/AB_ID/journal.jsonl): runs only the side-rounds it lacks, with "
+                   "the session's own sides, selection and rounds, then compares as usual")
+    p.add_argument("--rounds", type=int, default=None, help="processes per case and side (default 8: the setup "
                    "whose error rates docs/GATING.md measured, 0 false failures in 20 A/A sessions and every +15%% "
                    "slowdown caught; 4 is the floor of the per-process test)")
-    p.add_argument("--adaptive", action=argparse.BooleanOptionalAction, default=True,
+    p.add_argument("--adaptive", action=argparse.BooleanOptionalAction, default=None,
                    help="stop measuring a case once its verdict is decided (a group-sequential rule, "
                         "docs/GATING.md 'Adaptive rounds'), up to --rounds; the gate judges the rounds measured "
                         "(default on: 40 real sessions gave the fixed rounds' exit code every time with 5-6 "
@@ -340,20 +343,60 @@ def versions_line(base: list[Run], head: list[Run]) -> str:
     return f"base {side('base', base)} -> head {side('head', head)}"
 
 
-def cmd_ab(args: argparse.Namespace) -> int:
-    from harness.experiments.ab import AbOptions, parse_env_pairs, run_ab
+DEFAULT_AB_ROUNDS = 8
+# what the session itself fixed: --resume takes these from its journal
+_AB_SESSION_OPTIONS = ("base_python", "head_python", "env", "base_env", "head_env", "rounds", "adaptive", "suite",
+                       "workload", "workload_file", "override_workloads", "scenario", "compiler", "device", "dtype",
+                       "batch_size", "size", "option", "timeout", "min_time", "min_samples", "warmup", "label",
+                       "trace", "trace_max_mb", "warm_compile", "no_preload")
 
+
+def _ab_options(args: argparse.Namespace):
+    """(AbOptions, the interrupted session's journal or None) from the command line."""
+    from harness.experiments.ab import AbOptions, load_ab_journal, parse_env_pairs
+
+    if args.resume:
+        given = [o for o in _AB_SESSION_OPTIONS if getattr(args, o, None) not in (None, False, [], "")]
+        if given:
+            flags = ", ".join("--" + o.replace("_", "-") for o in given)
+            raise CliError(f"ab --resume reuses the interrupted session's own sides, cases and rounds; drop {flags}")
+        journal = load_ab_journal(args.resume, args.out)
+        opts = journal.opts
+        if opts.stop_design is not None:  # the same rule, or the journaled rounds' error rates do not hold
+            opts.stop_rule, design = _stop_rule(args, opts.rounds)
+            if _normalised(design) != _normalised(opts.stop_design):
+                raise CliError(f"ab --resume {args.resume}: the stop rule differs from the session's ({design} now, "
+                               f"{opts.stop_design} then); pass the session's --thresholds and --metric")
+        return opts, journal
     base_python, head_python, sides = _ab_sides(args)
-    opts = AbOptions(run_options_from(args), base_python, head_python, args.rounds,
+    rounds = DEFAULT_AB_ROUNDS if args.rounds is None else args.rounds
+    opts = AbOptions(run_options_from(args), base_python, head_python, rounds,
                      parse_env_pairs(args.base_env, "--base-env"), parse_env_pairs(args.head_env, "--head-env"),
                      sides=sides)
-    if args.adaptive:
-        opts.stop_rule, opts.stop_design = _stop_rule(args)
+    if args.adaptive is not False:
+        opts.stop_rule, opts.stop_design = _stop_rule(args, rounds)
+    return opts, None
+
+
+def _normalised(obj):
+    import json
+
+    return json.loads(json.dumps(obj, sort_keys=True, default=str))
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
+    from harness.experiments.ab import run_ab
+
     _fail_on(args.fail_on)
+    opts, journal = _ab_options(args)
     try:
-        base, head, folder = run_ab(opts, progress=_progress)
-    except KeyboardInterrupt:
-        print("compilebench: ab interrupted; finished rounds were saved", file=sys.stderr)
+        base, head, folder = (run_ab(opts, progress=_progress, resume=journal) if journal
+                              else run_ab(opts, progress=_progress))
+    except KeyboardInterrupt as exc:
+        session = getattr(exc, "ab_session", None)
+        hint = (f"; finish it with: compilebench ab --resume {session.name} --out {opts.run.out_dir}"
+                if session is not None and getattr(exc, "ab_resumable", False) else "")
+        print(f"compilebench: ab interrupted; finished rounds were saved{hint}", file=sys.stderr)
         return EXIT_INTERRUPTED
     print(f"ab session: {folder} (compare again: compilebench compare --allow-mismatch {folder}/base {folder}/head)",
           file=sys.stderr)
@@ -363,13 +406,13 @@ def cmd_ab(args: argparse.Namespace) -> int:
     return render(_compare(base, head, args, ignore_fields=COMPILER_FIELDS), args, versions=versions_line(base, head))
 
 
-def _stop_rule(args: argparse.Namespace):
+def _stop_rule(args: argparse.Namespace, rounds: int):
     """ab --adaptive: the sequential rule over the gate's own thresholds, alpha and metrics."""
     from harness.analysis.sequential import SequentialDesign, stop_rule
     from harness.analysis.thresholds import load_thresholds
 
     config = load_thresholds(args.thresholds)
-    design = SequentialDesign(max_rounds=args.rounds, alpha=config.alpha)
+    design = SequentialDesign(max_rounds=rounds, alpha=config.alpha)
     return stop_rule(config, design, _metrics(args.metric)), design.describe()
 
 

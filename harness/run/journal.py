@@ -172,6 +172,8 @@ class JournalState:
     records: dict[str, Record] = field(default_factory=dict)
     resumes: list[dict[str, Any]] = field(default_factory=list)  # one entry per earlier resume
     torn_lines: int = 0
+    # every record line in file order: an ab session journals a case once per side and round
+    entries: list[Record] = field(default_factory=list)
 
     @property
     def run_id(self) -> str:
@@ -227,6 +229,7 @@ def read_journal(path: str | Path) -> JournalState:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise RunFileError(f"{path}: line {number}: malformed record ({type(exc).__name__}: {exc})") from None
         state.records[record.case_id] = record  # a case journaled twice: the later one wins
+        state.entries.append(record)
     return state
 
 
