@@ -252,8 +252,13 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         print(f"bisect state: {path} (run the same command again to resume)", file=sys.stderr)
     measure = _measurer(case, opts, policy, timeout, envs, state.measurement_count)
     decide = lambda ref, cand: judge(ref, cand, args.metric, args.direction, args.threshold, config)  # noqa: E731
+    from harness.run.forkserver import preloaded_workers
+
     try:
-        run_bisect(state, measure, decide, max_repeats=args.repeats, progress=_BisectProgress(len(envs)))
+        # one preloaded server per env measured, open for the whole search: the good env is
+        # measured again at every noisy probe, and each repeat forks instead of importing again
+        with preloaded_workers(opts.preload):
+            run_bisect(state, measure, decide, max_repeats=args.repeats, progress=_BisectProgress(len(envs)))
     except KeyboardInterrupt:
         print(f"compilebench: bisect interrupted; {state.measurement_count()} measurement(s) kept in {path}: "
               f"run the same command to resume", file=sys.stderr)
