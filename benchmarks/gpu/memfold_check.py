@@ -11,8 +11,9 @@ separate pass (memory_pass: gc, reset, 3 calls, sync, read) runs per variant, as
 did before. The table gives, per variant, both peaks and rises, their difference in MiB and
 %, and the wall seconds each cost: the pass's 3 calls against the rounds' resets and reads.
 
-On CPU the worker keeps the pass (RSS high-water mark, not resettable per sample): the dry
-mode shows the fold unused there and the record's memory_source "pass".
+On CPU the worker reads the RSS high-water mark once around all the timed rounds where Linux
+resets it (RoundsWindowPeak; memory_source "rounds", else "pass"): the dry mode compares that
+with the pass (benchmarks/cpu_memfold.py does it over repeated processes, with latency).
 Without CUDA, `--device cuda` exits 2 with one line saying so.
 """
 

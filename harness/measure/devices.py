@@ -70,6 +70,11 @@ class Device:
     def peak_memory(self) -> int | None:
         return cpu_peak_rss()
 
+    def peak_reset_refusal(self) -> str | None:
+        """Why `reset_peak_memory` does not reset the process's RSS high-water mark here
+        (None: it does, checked now)."""
+        return cpu_peak_reset_refusal()
+
     @property
     def memory_kind(self) -> str:
         return "process_rss"
@@ -389,14 +394,46 @@ def auto_device() -> str:
 
 # ---- CPU memory: Linux VmHWM with a reset, ru_maxrss elsewhere -------------------------
 
+# VmHWM may read this far above VmRSS right after a reset that worked: pages the process's
+# other threads touched between the reset and the read
+RESET_SLACK_BYTES = 1 << 20
+
+
 def _status_kb(field_name: str) -> int | None:
+    return _status_fields(field_name).get(field_name)
+
+
+def _status_fields(*names: str) -> dict[str, int]:
+    """Bytes of the named /proc/self/status fields (kB lines), from one read of the file."""
+    found: dict[str, int] = {}
     try:
         with open("/proc/self/status") as fh:
             for line in fh:
-                if line.startswith(field_name + ":"):
-                    return int(line.split()[1]) * 1024
+                key = line.split(":", 1)[0]
+                if key in names:
+                    found[key] = int(line.split()[1]) * 1024
     except OSError:
-        return None
+        return {}
+    return found
+
+
+def cpu_peak_reset_refusal() -> str | None:
+    """None when this process's RSS high-water mark resets (Linux >= 4.0: '5' written to
+    /proc/self/clear_refs sets VmHWM to VmRSS), checked by resetting it now and reading it
+    back; else why not (no /proc, the write refused, VmHWM left above VmRSS). Where it
+    resets, the memory phase reads the peak around all the timed samples
+    (worker.RoundsWindowPeak) instead of in a pass of its own."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError as exc:
+        return f"the RSS high-water mark cannot be reset (/proc/self/clear_refs: {exc.strerror or exc})"
+    fields = _status_fields("VmHWM", "VmRSS")
+    if "VmHWM" not in fields or "VmRSS" not in fields:
+        return "no VmHWM/VmRSS in /proc/self/status"
+    above = fields["VmHWM"] - fields["VmRSS"]
+    if above > RESET_SLACK_BYTES:
+        return f"VmHWM stayed {above / (1 << 20):.1f} MiB above VmRSS after a reset through /proc/self/clear_refs"
     return None
 
 
@@ -410,6 +447,11 @@ def cpu_reset_peak_rss() -> int:
     except OSError:
         pass
     return _status_kb("VmRSS") or 0
+
+
+def cpu_rss() -> int | None:
+    """The process's resident set now (Linux VmRSS), None without /proc."""
+    return _status_kb("VmRSS")
 
 
 def cpu_peak_rss() -> int | None:

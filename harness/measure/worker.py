@@ -2,8 +2,9 @@
 
 Protocol (DESIGN.md): CPU ISA probe before any clock -> build -> eager first call ->
 compiled first call (cold compile, the parent gave us an empty Inductor cache) -> accuracy
--> interleaved warm-up and timed rounds -> memory: the allocator's peak read around the
-timed samples where it resets exactly (GPUs), else a pass of its own. Every failure becomes a
+-> interleaved warm-up and timed rounds -> memory: the peak read in the timed rounds where
+it resets (a GPU allocator's counter around each sample, the CPU's RSS high-water mark
+around all of them where Linux resets it), else a pass of its own. Every failure becomes a
 status with the phase, type, message and traceback; the parent turns crashes and
 timeouts (which leave no record) into statuses of their own.
 
@@ -80,7 +81,7 @@ class CaseState:
     inner: dict[str, int] = field(default_factory=dict)
     samples: dict[str, list[float]] = field(default_factory=dict)
     cpu_samples: dict[str, list[float]] = field(default_factory=dict)  # process CPU seconds, aligned with samples
-    round_peaks: RoundPeaks | None = None  # peak memory read around the timed samples, where it can be
+    round_peaks: RoundPeaks | RoundsWindowPeak | None = None  # peak memory read in the timed rounds, where it can be
     break_costs: dict[str, Any] | None = None
 
     @property
@@ -195,17 +196,28 @@ def memory_pass(device: Any, fn: Callable[[], Any], calls: int = 3) -> Memory:
                   memory_kind=device.memory_kind, memory_source="pass")
 
 
-# memory kinds whose peak is an allocator counter that resets exactly and counts only this
-# process's allocations: read around each timed sample instead of in a pass of its own.
-# Not the host RSS high-water mark (page-granular, and the probe's threads and numpy
-# buffers are in it too) nor MPS's sampled lower bound.
-ROUND_PEAK_KINDS = ("device_allocator",)
-MEMORY_ROUNDS_KEY = "memory_rounds"  # record.metrics: how the rounds' peaks were read
+# memory kinds whose peak is read from the timed rounds instead of in a pass of its own,
+# where the device's reset works (`peak_reset_refusal` is None): an allocator counter that
+# resets exactly, and the process's RSS high-water mark, which Linux resets (clear_refs) to
+# the RSS of the moment. Not MPS's sampled lower bound.
+ROUND_PEAK_KINDS = ("device_allocator", "process_rss")
+# ... of which these are read around each timed sample (RoundPeaks). The RSS mark is read
+# once around all the rounds instead (RoundsWindowPeak): a reset and a read between two CPU
+# samples, outside the timer, still slowed the next sample (tiny MLPs on a 2-core CPU: +6% to
+# +64%, benchmarks/cpu_memfold.py), and a process's RSS has no per-variant share to split
+# anyway: the pass's eager and compiled peaks agreed within 0.1 MiB in every smoke case
+PER_SAMPLE_PEAK_KINDS = ("device_allocator",)
+MEMORY_ROUNDS_KEY = "memory_rounds"  # record.metrics: how the rounds' peaks were read, or why not
 
 
-def folds_memory(device: Any) -> bool:
-    """Whether the memory phase can take its figures from the timed rounds on `device`."""
-    return device.memory_kind in ROUND_PEAK_KINDS
+def memory_fold_refusal(device: Any) -> str | None:
+    """Why the memory phase cannot take its figures from the timed rounds on `device`
+    (None: it can). Checks the reset on the spot: call it once, before the rounds."""
+    if device.memory_kind in PER_SAMPLE_PEAK_KINDS:
+        return None  # an allocator counter: reset_peak_memory_stats resets it exactly
+    if device.memory_kind in ROUND_PEAK_KINDS:
+        return device.peak_reset_refusal()
+    return f"{device.memory_kind}: no peak counter that resets"
 
 
 class RoundPeaks:
@@ -219,10 +231,12 @@ class RoundPeaks:
     probe's buffers, allocated before the first sample, freed when measure ends, so the
     pass never saw them); subtracted from the peak, never from the rise."""
 
-    def __init__(self, device: Any, resident_bytes: int = 0, clock: Clock = time.perf_counter_ns):
+    def __init__(self, device: Any, resident_bytes: int = 0, clock: Clock = time.perf_counter_ns,
+                 gc_s: float = 0.0):
         self.device = device
         self.resident_bytes = resident_bytes
         self.clock = clock
+        self.gc_s = gc_s  # the garbage collection before the rounds (memory_pass's gc.collect, once)
         self.spent_s: dict[str, float] = {}  # per variant: seconds in its resets and reads (never timed)
         self.reads: dict[str, int] = {}
         self._best: dict[str, tuple[int, int]] = {}  # variant -> (peak, rise over its baseline)
@@ -249,7 +263,8 @@ class RoundPeaks:
 
     def to_dict(self) -> dict[str, Any]:
         """What the record keeps of the reading: the subtracted bytes, reads and cost per variant."""
-        return {"probe_resident_bytes": self.resident_bytes, "reads": dict(self.reads), "spent_s": dict(self.spent_s)}
+        return {"scope": "per_sample", "probe_resident_bytes": self.resident_bytes, "reads": dict(self.reads),
+                "spent_s": dict(self.spent_s), "gc_s": round(self.gc_s, 6)}
 
     def memory(self, name: str) -> Memory | None:
         """The variant's figures, or None when no sample's peak was read (take a pass)."""
@@ -257,6 +272,56 @@ class RoundPeaks:
             return None
         peak, delta = self._best[name]
         return Memory(peak_memory_bytes=peak - self.resident_bytes, peak_memory_delta_bytes=delta,
+                      memory_kind=self.device.memory_kind, memory_source="rounds")
+
+
+class RoundsWindowPeak:
+    """Peak memory of the whole timed loop: the peak reset once right before the first
+    timed sample (after the warm-up, the calibration and the machine probe's warm-up) and
+    read once right after the last, so nothing runs between the samples that did not run
+    before. Every variant gets the window's figures: the highest RSS of the process over
+    all its timed calls and the rise over the RSS at the reset, what memory_pass reports
+    over 3 calls. The machine probe's kernels run inside the window, between rounds: on the
+    CPU a few hundred KiB of numpy buffers, held from its warm-up on (no rise).
+
+    No gc.collect() before the window, unlike the pass: the CPU rounds ran without one
+    before the fold too, and one right before them made a tiny compiled MLP's median 0.6-2.5%
+    slower (benchmarks/cpu_memfold.py, 3 of 3 processes) while it returned no RSS (0.0 MiB:
+    freed objects stay in the allocator's pages); it cost 0.3-0.8 s a case. What cyclic
+    garbage holds when the rounds start is therefore counted, as the timed calls ran with it."""
+
+    def __init__(self, device: Any, clock: Clock = time.perf_counter_ns):
+        self.device = device
+        self.clock = clock
+        self.resident_bytes = 0
+        self.spent_s: dict[str, float] = {}  # per variant: its share of the reset's and read's seconds
+        self.reads: dict[str, int] = {}
+        self._baseline: int | None = None
+        self._peak: int | None = None
+        self._spent = 0.0
+
+    def start(self) -> None:
+        start = self.clock()
+        self._baseline = self.device.reset_peak_memory()
+        self._spent += (self.clock() - start) / 1e9
+
+    def stop(self, names: list[str]) -> None:
+        start = self.clock()
+        self._peak = self.device.peak_memory()
+        self._spent += (self.clock() - start) / 1e9
+        if self._peak is not None:
+            self.reads = {name: 1 for name in names}
+        self.spent_s = {name: self._spent / len(names) for name in names}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scope": "all_rounds", "probe_resident_bytes": 0, "reads": dict(self.reads),
+                "spent_s": dict(self.spent_s)}
+
+    def memory(self, name: str) -> Memory | None:
+        """The window's figures, or None when its peak could not be read (take a pass)."""
+        if self._peak is None or self._baseline is None or name not in self.reads:
+            return None
+        return Memory(peak_memory_bytes=self._peak, peak_memory_delta_bytes=self._peak - self._baseline,
                       memory_kind=self.device.memory_kind, memory_source="rounds")
 
 
@@ -456,13 +521,13 @@ def measure(state: CaseState) -> None:
     state.warm_snapshot = state.observer.snapshot() if state.observer else None
     state.inner = {name: calibrate_inner(timer, fn, policy.target_sample_s) for name, fn in state.variants.items()}
     threads = case_threads(device)
-    before_probe = _in_use_bytes(device)
+    refusal = memory_fold_refusal(device)
+    gc_start = state.clock()
+    before_probe = _in_use_bytes(device) if refusal is None and device.memory_kind in PER_SAMPLE_PEAK_KINDS else None
+    gc_s = (state.clock() - gc_start) / 1e9
     probe = _start_probe(state.spec, device, timer, state.clock, threads)
-    peaks = None
-    if before_probe is not None:
-        # what the probe keeps allocated through the rounds (its GEMM operands, copy buffers)
-        peaks = RoundPeaks(device, resident_bytes=device.reset_peak_memory() - before_probe, clock=state.clock)
-    state.round_peaks = peaks
+    peaks, window = _round_memory(state, refusal, before_probe, gc_s)
+    state.round_peaks = peaks or window
     state.cpu_samples = {}
     # contention (harness/measure/contention.py): schedstat read before, between and after the rounds
     meter = ContentionMeter(threads).start()
@@ -472,13 +537,17 @@ def measure(state: CaseState) -> None:
         for hook in hooks:
             hook(seconds)
 
+    if window is not None:
+        window.start()
     state.samples = measure_interleaved(state.variants, timer, replace(policy, warmup=0), state.clock, state.inner,
                                         after_round=between_rounds, cpu_samples=state.cpu_samples,
                                         before_sample=peaks.before if peaks else None,
                                         after_sample=peaks.after if peaks else None)
+    if window is not None:
+        window.stop(list(state.variants))
     state.record.metrics[CONTENTION_KEY] = meter.stop()
-    if peaks is not None:
-        state.record.metrics[MEMORY_ROUNDS_KEY] = peaks.to_dict()
+    if state.round_peaks is not None:
+        state.record.metrics[MEMORY_ROUNDS_KEY] = state.round_peaks.to_dict()
     if isinstance(probe, ProbeSchedule):
         state.record.metrics[PROBE_KEY] = probe.probe.to_dict(probe.timed_s)
         probe.probe.close()
@@ -486,11 +555,23 @@ def measure(state: CaseState) -> None:
         state.record.metrics[PROBE_KEY] = {"error": probe}
 
 
-def _in_use_bytes(device: Any) -> int | None:
-    """Bytes in use before the rounds, garbage collected as memory_pass does, on a device
-    whose peak the rounds can read (folds_memory); None elsewhere."""
-    if not folds_memory(device):
-        return None
+def _round_memory(state: CaseState, refusal: str | None, before_probe: int | None,
+                  gc_s: float) -> tuple[RoundPeaks | None, RoundsWindowPeak | None]:
+    """How the rounds read the peak: around each sample (an allocator, `before_probe` its
+    bytes in use before the probe started), around all of them (the CPU's RSS mark), or not
+    at all (`refusal`, recorded: the memory phase takes a pass)."""
+    if refusal is not None:
+        state.record.metrics[MEMORY_ROUNDS_KEY] = {"refused": refusal}
+        return None, None
+    if before_probe is not None:
+        # what the probe keeps allocated through the rounds (its GEMM operands, copy buffers)
+        resident = state.device.reset_peak_memory() - before_probe
+        return RoundPeaks(state.device, resident_bytes=resident, clock=state.clock, gc_s=gc_s), None
+    return None, RoundsWindowPeak(state.device, clock=state.clock)
+
+
+def _in_use_bytes(device: Any) -> int:
+    """Bytes in use before the rounds, garbage collected as memory_pass does."""
     gc.collect()
     return device.reset_peak_memory()
 
@@ -521,7 +602,8 @@ def _start_probe(spec: WorkerSpec, device: Any, timer: Any, clock: Clock,
 
 def memory(state: CaseState) -> None:
     """Peak memory per variant: from the timed rounds where they read it (RoundPeaks), else
-    in a pass of its own (CPU, MPS); with the samples, the timing blocks."""
+    in a pass of its own (MPS; a CPU whose RSS high-water mark does not reset); with the
+    samples, the timing blocks."""
     mem = {name: _folded_memory(state, name) or memory_pass(state.device, fn) for name, fn in state.variants.items()}
     record = state.record
     record.eager = _variant_block(state.samples["eager"], state.eager_first_s, state.inner["eager"], mem["eager"],
