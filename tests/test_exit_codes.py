@@ -560,3 +560,16 @@ def test_a_coldstart_whose_every_row_was_skipped_exits_3(capsys, tmp_path, monke
     assert line.startswith("compilebench: error: nothing measured: all 2 row(s) were skipped")
     assert json.loads((tmp_path / "c.json").read_text())["rows"][1]["status"] == "skipped"  # the result still written
     assert _call(capsys, [*argv, "--allow-skips"])[0] == cli.EXIT_OK
+
+
+
+@pytest.mark.parametrize("args, code", [(["-k", "no_test_has_this_name"], 3), ([], 1)])
+def test_ci_pytest_wrapper_turns_no_tests_ran_into_an_explained_failure(tmp_path, args, code):
+    """tox's test env runs .ci/pytest_strict.py: pytest's exit 5 (collected nothing: a bad path,
+    a -k/-m that matches nothing) must fail CI with a reason, never pass it; other codes pass through."""
+    (tmp_path / "test_two.py").write_text("def test_passes():\n    pass\n\n\ndef test_fails():\n    assert False\n")
+    proc = subprocess.run([sys.executable, str(ROOT / ".ci" / "pytest_strict.py"), "-q", "-p", "no:cacheprovider",
+                           "test_two.py", *args], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})  # a bare pytest: seconds less
+    assert proc.returncode == code, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert ("collected no tests (exit 5)" in proc.stderr) == (code == 3)
