@@ -51,9 +51,8 @@ def test_mlp_eager_vs_inductor_forward_and_train(mlp_run):
 
 
 @pytest.mark.compat  # compile metrics
-def test_known_graph_breaks_are_counted_exactly(results_dir):
-    # spawned: for one case that costs less than starting a preloaded server (test_forkserver holds the two paths equal)
-    run = _run(results_dir, workloads=["known-breaks"], workload_files=[WORKLOADS], compilers=["inductor"], preload=False)
+def test_known_graph_breaks_are_counted_exactly(known_breaks_run):
+    run, _ = known_breaks_run  # conftest.py: the real run, shared with test_expected
     (r,) = run.records
     assert r.status == "ok", r.error
     assert r.metrics["graph_breaks"] == 2

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,8 +25,6 @@ from harness.cli.main import main
 from harness.model.schema import Run, save_run
 from harness.testing.synthetic import SYNTHETIC_ENV, synthetic_case, synthetic_record
 from harness.testing.synthetic_breadth import breadth_run
-
-WORKLOADS = str(Path(__file__).parent / "workloads" / "core_cases.py")
 
 
 def _run(run_id: str, suite: str = "", torch: str = "2.13.0+cpu", **kwargs) -> Run:
@@ -134,13 +131,11 @@ def test_bad_expected_file_is_one_line(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_real_user_workload_update_then_check(tmp_path, monkeypatch):
-    """End to end on CPU: a user workload file (no suite), update --file, check passes."""
+def test_real_user_workload_update_then_check(known_breaks_run, tmp_path, monkeypatch):
+    """End to end on CPU: a user workload file (no suite), update --file, check passes. The
+    real run (known-breaks, inductor, CPU) is conftest.py's, shared with test_core_e2e."""
     monkeypatch.chdir(tmp_path)
-    out = tmp_path / "results"
-    # spawned: for one case that costs less than starting a preloaded server (test_forkserver holds the two paths equal)
-    assert main(["run", "--workload-file", WORKLOADS, "-w", "known-breaks", "-c", "inductor", "--device", "cpu",
-                 "--out", str(out), "--no-ingest", "--min-time", "0.05", "--warmup", "1", "--no-preload"]) == 0
+    _, out = known_breaks_run
     file = tmp_path / "user.json"
     assert main(["expected", "update", "latest", "--out", str(out), "--file", str(file)]) == 0
     entry, = load_expected(file)["cases"].values()
