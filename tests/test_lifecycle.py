@@ -94,14 +94,17 @@ def test_static_sweep_recompiles_once_per_new_shape_with_reasons():
 
 @pytest.mark.slow
 def test_hitting_recompile_limit_is_reported_and_dtype_triggers_a_recompile():
-    result = sweep(SweepOptions(workload="mlp-classic", batch_sizes=(2, 3, 5), policies=("static",), backend="aot_eager",
-                                recompile_limit=2, steady_calls=1))
+    from harness.run.forkserver import preloaded_workers
+
+    with preloaded_workers():  # both sweeps fork their policies from one server: one import pass
+        result = sweep(SweepOptions(workload="mlp-classic", batch_sizes=(2, 3, 5), policies=("static",),
+                                    backend="aot_eager", recompile_limit=2, steady_calls=1))
+        second = sweep(SweepOptions(workload="mlp-classic", batch_sizes=(2,), policies=("dynamic",), backend="aot_eager",
+                                    triggers=("dtype",), steady_calls=1))
     static = result["policies"][0]
     assert static["recompile_limit_hit"] and static["recompile_limit"] == 2
     assert "recompile_limit" in static["recompile_limit_messages"][0]
-    result = sweep(SweepOptions(workload="mlp-classic", batch_sizes=(2,), policies=("dynamic",), backend="aot_eager",
-                                triggers=("dtype",), steady_calls=1))
-    dyn = result["policies"][0]
+    dyn = second["policies"][0]
     assert dyn["recompiles"] == 1 and "dtype mismatch" in dyn["recompile_reasons"][0]["reason"]
 
 
