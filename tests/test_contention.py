@@ -193,7 +193,9 @@ def test_the_worker_records_contention_for_the_timed_rounds():
     assert block["threads"] == torch.get_num_threads()
     assert isinstance(block["contended"], bool) and block["cpu_wait_fraction"] >= 0
     assert block["contended"] == (block["cpu_wait_fraction"] > block["threshold"])
-    assert block["rounds"] >= 5 and block["cpu_s"] > 0 and block["wall_s"] > 0
+    assert block["cpu_s"] > 0 and block["wall_s"] > 0
+    # read before and after the rounds only: a read between them slowed tiny CPU cases' next samples
+    assert "rounds" not in block and "rounds_over_threshold" not in block
     # the machine probe ran on the case's threads too, and its helper threads are gone
     probe = record.metrics["machine_probe"]
     assert probe["threads"] == block["threads"]

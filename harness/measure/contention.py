@@ -19,9 +19,11 @@ busy loops. A thread spinning at an OpenMP barrier counts as CPU time, not wait,
 figure is not diluted by the pool spinning while a sibling waits. `cpu_share` (CPU time
 of all threads over threads x wall) is kept next to it.
 
-The window is read per round too (between rounds, outside every timed region; the reads'
-own cost is recorded), so a burst shows in `rounds_over_threshold` and
-`max_round_wait_fraction` even when the whole window's average stays low.
+The worker reads the window before the first timed round and after the last only. A caller
+may read it per round too (`after_round`, outside every timed region), so a burst shows in
+`rounds_over_threshold` and `max_round_wait_fraction`; the worker stopped doing so because a
+read between rounds slowed the next samples of tiny CPU cases (mlp-classic forward inductor
+tiny: speedup 0.324x -> 0.273x, 3 processes a side, found by bisecting 7edde66..main).
 
 Where schedstat is missing (not Linux, a kernel without CONFIG_SCHED_INFO) or never moves,
 the record says `contended: null` with a note: unmeasured, never a fake 0.
@@ -196,11 +198,18 @@ class ContentionMeter:
             "timeslices": d.slices,
             "threads_ran": d.threads_ran,
             "threads_lost": d.threads_lost,
-            "rounds": len(self._rounds),
-            "rounds_over_threshold": sum(1 for f in self._rounds if f > self.threshold),
-            "max_round_wait_fraction": round(max(self._rounds), 6) if self._rounds else None,
             "read_cost_s": self._read_ns / 1e9,
+            **self._per_round(),
         }
+
+    def _per_round(self) -> dict[str, Any]:
+        """Per-round fractions where after_round() was called (the worker does not: its reads
+        between rounds slowed the next samples of tiny CPU cases)."""
+        if not self._rounds:
+            return {}
+        return {"rounds": len(self._rounds),
+                "rounds_over_threshold": sum(1 for f in self._rounds if f > self.threshold),
+                "max_round_wait_fraction": round(max(self._rounds), 6)}
 
 
 def contention_block(metrics: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
