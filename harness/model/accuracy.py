@@ -465,13 +465,9 @@ def fp64_model_copy(model: Any) -> Any:
 def float64_default_loss(output: Any) -> Any:
     """The train scenario's default loss (the model's own, else the first output's mean
     square) without its cast to float32, which would round the float64 reference's gradients."""
-    loss = getattr(output, "loss", None)
-    if loss is not None:
-        return loss
-    tensors = flatten_tensors(output)
-    if not tensors:
-        raise TypeError("train scenario: the model returned no tensor to build a loss from")
-    return tensors[0].pow(2).mean()
+    from harness.model.scenarios import default_loss
+
+    return default_loss(output, keep_dtype=True)
 
 
 def fp64_reference(built: Any, workload: Any, scenario_fn: Any, ctx: Any, scenario: str,

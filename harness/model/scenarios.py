@@ -146,9 +146,10 @@ def force_eager(fn: Callable[[], Any]) -> Callable[[], Any]:
     return run
 
 
-def default_loss(output: Any) -> Any:
+def default_loss(output: Any, keep_dtype: bool = False) -> Any:
     """A scalar with a gradient through every output element: the model's own loss when it
-    returns one (transformers with labels), else the mean square of the first tensor."""
+    returns one (transformers with labels), else the mean square of the first tensor (in
+    float32 unless `keep_dtype`: the float64 accuracy reference must not be rounded)."""
     loss = getattr(output, "loss", None)
     if loss is not None:
         return loss
@@ -157,7 +158,8 @@ def default_loss(output: Any) -> Any:
     tensors = flatten_tensors(output)
     if not tensors:
         raise TypeError("train scenario: the model returned no tensor to build a loss from; pass loss= to @workload")
-    return tensors[0].float().pow(2).mean()
+    first = tensors[0] if keep_dtype else tensors[0].float()
+    return first.pow(2).mean()
 
 
 def make_optimizer(name: str, params: Any) -> Any:
