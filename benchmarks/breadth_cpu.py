@@ -2,6 +2,7 @@
 at tiny size.
 
     python benchmarks/breadth_cpu.py [--suite hf-tiny --suite timm-tiny:forward] [--scenario forward] [--out DIR]
+    python benchmarks/breadth_cpu.py --analyse HF_RUN.json --analyse TIMM_RUN.json   # pool runs made apart
 
 Runs each suite through the real runner, one fresh worker per case, exactly as a user would:
 `python -m harness run --suite S -c eager --no-ingest --out DIR/S`, then reads the run file and
@@ -11,13 +12,18 @@ status and reason (a skip names why; nothing may crash). Writes DIR/breadth_cpu.
 when fewer than --target models passed over all suites.
 
 timm needs a torchvision that matches the torch build (the vision extra); run the script with
-a python that has both, e.g. `--python /path/to/venv/bin/python`.
+a python that has both, e.g. `--python /path/to/venv/bin/python`. Suites run by different
+pythons (hf-tiny on the CI's torch, timm-tiny on a vision venv) are pooled with --analyse,
+which reads the run files and prints the same summary without running anything. Each
+suite's summary names the torch and model-library versions its run had and the 1-minute
+load average before and after it (the box is shared: worker wall times inflate with load).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -33,6 +39,14 @@ sys.path.insert(0, str(ROOT))
 from harness.model.schema import load_run  # noqa: E402
 
 DEFAULT_SUITES = ("hf-tiny", "timm-tiny")
+VERSION_PACKAGES = ("transformers", "timm", "torchvision", "diffusers")
+
+
+def load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
 
 
 def run_suite(python: str, suite: str, out: Path, scenarios: list[str], timeout: float | None) -> tuple[Path, float]:
@@ -53,8 +67,6 @@ def run_suite(python: str, suite: str, out: Path, scenarios: list[str], timeout:
 
 
 def child_env() -> dict[str, str]:
-    import os
-
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
@@ -64,6 +76,7 @@ def child_env() -> dict[str, str]:
 def summarise(run_file: Path) -> dict[str, Any]:
     """Per model: its cases' statuses and wall time; which models passed; why the rest did not."""
     run = load_run(run_file)
+    env = run.environment
     models: dict[str, dict[str, Any]] = defaultdict(lambda: {"statuses": {}, "wall_s": 0.0, "reasons": []})
     for record in run.records:
         entry = models[record.case.workload]
@@ -75,8 +88,12 @@ def summarise(run_file: Path) -> dict[str, Any]:
                                     f"{message[0][:160] if message else ''}")
     passed = sorted(name for name, e in models.items() if all(s == "ok" for s in e["statuses"].values()))
     times = [e["wall_s"] for e in models.values()]
+    suites = sorted({r.case.suite for r in run.records if r.case.suite})
     return {
         "run_file": str(run_file),
+        "suite": suites[0] if len(suites) == 1 else ",".join(suites),
+        "versions": {"torch": env.get("torch_version"),
+                     **{k: v for k, v in (env.get("packages") or {}).items() if k in VERSION_PACKAGES and v}},
         "models": len(models),
         "passed": len(passed),
         "cases": len(run.records),
@@ -96,11 +113,16 @@ def _count(values: Any) -> dict[str, int]:
     return out
 
 
-def print_summary(suite: str, summary: dict[str, Any], wall: float) -> None:
+def print_summary(suite: str, summary: dict[str, Any], wall: float | None) -> None:
     rate = 100.0 * summary["passed"] / summary["models"] if summary["models"] else 0.0
+    wall_text = f"wall {wall:.0f}s, " if wall is not None else ""
     print(f"\n== {suite}: {summary['passed']}/{summary['models']} models passed ({rate:.0f}%), "
-          f"{summary['cases']} cases {summary['case_statuses']}; wall {wall:.0f}s, per model mean "
+          f"{summary['cases']} cases {summary['case_statuses']}; {wall_text}per model mean "
           f"{summary['seconds_per_model_mean']}s median {summary['seconds_per_model_median']}s")
+    slowest = sorted(summary["per_model_s"].items(), key=lambda kv: -kv[1])[:3]
+    print(f"   slowest: {', '.join(f'{name} {s}s' for name, s in slowest)}")
+    print(f"   versions {summary['versions']}" + (f"; load average {summary['load_before']} before, "
+                                                   f"{summary['load_after']} after" if "load_before" in summary else ""))
     print(f"   run file {summary['run_file']}")
     for name, info in summary["not_passed"].items():
         print(f"   NOT PASSED {name} {info['statuses']}")
@@ -118,17 +140,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="results folder (default: a temporary folder)")
     parser.add_argument("--timeout", type=float, default=None, help="per-case timeout (default: the suite's)")
     parser.add_argument("--target", type=int, default=90, help="models that must pass over all suites (default 90)")
+    parser.add_argument("--analyse", action="append", default=[], metavar="RUN.json",
+                        help="summarise these run files (one suite each) instead of running")
     args = parser.parse_args(argv)
+    if args.analyse:
+        missing = [a for a in args.analyse if not Path(a).is_file()]
+        if missing:
+            print(f"breadth_cpu: no such run file {', '.join(missing)}; pass OUT/SUITE/runs/<run id>.json",
+                  file=sys.stderr)
+            return 2
     out = Path(args.out or tempfile.mkdtemp(prefix="breadth-cpu-"))
+    out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {}
-    for spec in args.suite or DEFAULT_SUITES:
+    for run_file in map(Path, args.analyse):
+        summary = summarise(run_file)
+        results[summary["suite"]] = summary
+        print_summary(summary["suite"], summary, None)
+    for spec in [] if args.analyse else (args.suite or DEFAULT_SUITES):
         suite, _, only = spec.partition(":")
         scenarios = [s for s in only.split(",") if s] or args.scenario
         suite_out = out / suite
         suite_out.mkdir(parents=True, exist_ok=True)
+        load_before = load_average()
         run_file, wall = run_suite(args.python, suite, suite_out, scenarios, args.timeout)
         summary = summarise(run_file)
-        summary["wall_s"] = round(wall, 1)
+        summary.update(wall_s=round(wall, 1), load_before=load_before, load_after=load_average())
         summary["scenarios"] = scenarios or "all"
         results[suite] = summary
         print_summary(suite, summary, wall)
