@@ -255,10 +255,12 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from harness.run.forkserver import preloaded_workers
 
     try:
-        # one preloaded server per env measured, open for the whole search: the good env is
-        # measured again at every noisy probe, and each repeat forks instead of importing again
-        with preloaded_workers(opts.preload):
-            run_bisect(state, measure, decide, max_repeats=args.repeats, progress=_BisectProgress(len(envs)))
+        # a preloaded server per env being measured: the good env's stays while a noisy probe may
+        # measure it again (each repeat forks instead of importing again), a candidate's goes once
+        # its step is decided (run_bisect's `release`), so the servers do not pile up over the search
+        with preloaded_workers(opts.preload) as pool:
+            run_bisect(state, measure, decide, max_repeats=args.repeats, progress=_BisectProgress(len(envs)),
+                       release=server_releaser(pool, [env.python for env in envs]))
     except KeyboardInterrupt:
         print(f"compilebench: bisect interrupted; {state.measurement_count()} measurement(s) kept in {path}: "
               f"run the same command to resume", file=sys.stderr)
@@ -270,6 +272,20 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if args.markdown:
         write_output(args.markdown, issue_markdown(data))
     return EXIT_OK
+
+
+def server_releaser(pool: Any, pythons: Sequence[str]) -> Callable[[int], None]:
+    """run_bisect's `release`: close the fork servers of an env that will not be measured
+    again, unless another env not released yet runs the same python (`--env a=PY --env b=PY`)."""
+    pending = set(range(len(pythons)))
+
+    def release(index: int) -> None:
+        pending.discard(index)
+        python = pythons[index]
+        if pool is not None and not any(pythons[i] == python for i in pending):
+            pool.close_python(python)
+
+    return release
 
 
 def _one_case(args: argparse.Namespace):

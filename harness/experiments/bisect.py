@@ -20,6 +20,12 @@ more processes; if it is still noisy, the point estimate decides and the step is
 State. Every measurement (the worker's full Record) and every decided step is written to a
 JSON state file (atomic) as soon as it exists. Running the same bisect again resumes from
 it: measurements already there are reused, decided steps are not re-judged.
+
+Servers. Each env's measurements fork from a preloaded server of its python (the CLI's
+`preloaded_workers` block); `release(index)` says when an env will not be measured again, so
+its server can go instead of living to the end of the search: a candidate once its step is
+decided, the reference once it holds 1 + max_repeats measurements (no probe asks for more) or
+the search ends. At most two envs (the reference and the candidate) hold a server at a time.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ Measure = Callable[[int], Record]  # env index -> one fresh-process measurement 
 # (reference records, candidate records) -> {"verdict": good|bad|noisy, "beyond_threshold": bool, ...evidence}
 Judge = Callable[[list[Record], list[Record]], dict[str, Any]]
 Progress = Callable[[str, dict[str, Any]], None]  # (event, details): measure, measured, step, done
+Release = Callable[[int], None]  # env index -> it will not be measured again in this search
 
 
 @dataclass
@@ -160,26 +167,53 @@ def probes_needed(n_envs: int) -> int:
 
 
 def run_bisect(state: BisectState, measure: Measure, judge: Judge, max_repeats: int = 2,
-               progress: Progress | None = None) -> dict[str, Any]:
-    """Binary search for the first bad env; returns (and stores) the result."""
+               progress: Progress | None = None, release: Release | None = None) -> dict[str, Any]:
+    """Binary search for the first bad env; returns (and stores) the result. `release` is
+    told each env index that will not be measured again (module doc, Servers), once."""
     n = len(state.envs)
     if n < 2:
         raise BisectError(f"bisect needs at least two --env, good first and bad last (got {n})")
     say = progress or (lambda event, info: None)
+    retire = _Retire(release)
     _ensure(state, 0, 1, measure, say)
     _check_reference(state)
+    retire.reference_if_full(state, max_repeats)
     lo, hi = 0, n  # invariant: lo is good (measured), hi is bad (n: the user's word, unmeasured)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        step = state.step_for(mid) or _probe(state, mid, measure, judge, max_repeats, say)
+        step = state.step_for(mid)
+        if step is None:
+            step = _probe(state, mid, measure, judge, max_repeats, say)
+            retire(mid)  # decided: no later probe measures it again
+            retire.reference_if_full(state, max_repeats)
         if step["verdict"] == BAD:
             hi = mid
         else:
             lo = mid
+    retire(0)
     state.result = _result(state, lo, hi)
     state.save()
     say("done", state.result)
     return state.result
+
+
+class _Retire:
+    """Calls `release` at most once per env index."""
+
+    def __init__(self, release: Release | None) -> None:
+        self.release = release
+        self.done: set[int] = set()
+
+    def __call__(self, index: int) -> None:
+        if self.release is not None and index not in self.done:
+            self.done.add(index)
+            self.release(index)
+
+    def reference_if_full(self, state: BisectState, max_repeats: int) -> None:
+        """A probe measures the reference up to 1 + max_repeats times; once it holds that
+        many, no later probe measures it again."""
+        if len(state.measurements.get(state.names[0], [])) >= 1 + max_repeats:
+            self(0)
 
 
 def _check_reference(state: BisectState) -> None:

@@ -643,6 +643,16 @@ class ServerPool:
         server.ready()
         return server
 
+    def close_python(self, python: str) -> int:
+        """Close every server of `python` (an env a bisect will not measure again), so a long
+        search holds only the servers it still needs; a later case of that python starts a
+        new one. Returns how many were closed."""
+        with self.lock:
+            closing = [self.servers.pop(key) for key in [k for k in self.servers if k[0] == python]]
+        for server in closing:
+            server.close()
+        return len(closing)
+
     def describe(self) -> list[dict[str, Any]]:
         return [{**{k: s.info.get(k) for k in ("preloaded", "preload_failed", "import_s", "isa_probe", "cuda_started",
                                               "driver_started_by", "driver_started_in", "skipped_for_driver",
