@@ -1,0 +1,140 @@
+"""benchmarks/probe_between_rounds.py: its conditions (which work runs around the rounds),
+the old between-rounds schedule it keeps as a reference, and its statistics; the GPU-only
+conditions (the per-sample peak hooks) through a fake allocator device, since no GPU is here."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness.measure.timing import HostTimer, StopPolicy
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("probe_between_rounds", ROOT / "benchmarks" / "probe_between_rounds.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+pbr = load_script()
+
+
+class FakeProbe:
+    """Counts samples; each costs `cost_s` of (fake) probe time."""
+
+    version = "fake-1"
+
+    def __init__(self, cost_s: float = 1e-3) -> None:
+        self.cost_s = cost_s
+        self.spent_s = 0.0
+        self.calls: list[str] = []
+
+    def sample(self) -> None:
+        self.spent_s += self.cost_s
+        self.calls.append("sample")
+
+    def close(self) -> None:
+        pass
+
+
+class AllocatorDevice:
+    """An allocator device as RoundPeaks sees it: resets and reads logged in order."""
+
+    memory_kind = "device_allocator"
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def reset_peak_memory(self) -> int:
+        self.log.append("reset")
+        return 100
+
+    def peak_memory(self) -> int:
+        self.log.append("read")
+        return 150
+
+
+def rig_with(log: list[str], allocator: bool, probe: FakeProbe, rounds: int = 12):
+    def variant(name: str):
+        return lambda: log.append(name)
+
+    state = SimpleNamespace(variants={"eager": variant("eager"), "compiled": variant("compiled")},
+                            inner={"eager": 1, "compiled": 1},
+                            device=AllocatorDevice(log) if allocator else SimpleNamespace(memory_kind="process_rss"))
+    policy = StopPolicy(warmup=0, min_samples=rounds, max_samples=rounds, min_time_s=0.0)
+    return pbr.Rig(state, HostTimer(), probe, probe.cost_s, allocator, policy)
+
+
+def test_the_allocator_conditions_exist_only_where_the_peak_is_read_per_sample():
+    assert pbr.conditions(rig_with([], False, FakeProbe())) == ["off", "probe", "edges"]
+    assert pbr.conditions(rig_with([], True, FakeProbe())) == [
+        "off", "probe", "edges", "peaks", "probe+peaks", "edges+peaks"]
+
+
+def test_edges_sample_the_probe_before_the_first_round_and_after_the_last_only():
+    log: list[str] = []
+    probe = FakeProbe()
+    probe.calls = log  # one log: where the samples fall among the timed calls
+    loop = pbr.run_loop(rig_with(log, False, probe), "edges")
+    k = pbr.EDGE_SAMPLES
+    assert log[:k] == ["sample"] * k and log[-k:] == ["sample"] * k
+    assert "sample" not in log[k:-k] and len(log[k:-k]) == 24
+    assert loop.probe_gaps == [] and len(loop.samples["eager"]) == 12
+
+
+def test_peaks_wrap_every_timed_call_in_a_reset_and_a_read():
+    log: list[str] = []
+    pbr.run_loop(rig_with(log, True, FakeProbe(), rounds=3), "peaks")
+    timed = log[1:]  # the loop's first reset, before any sample (as the worker's before the rounds)
+    assert log[0] == "reset"
+    assert timed == [x for name in ["eager", "compiled", "compiled", "eager", "eager", "compiled"]
+                     for x in ("reset", name, "read")]
+
+
+def test_the_old_schedule_samples_between_rounds_within_its_budget():
+    # each round: 2 calls of ~0 s timed; a budget of 0.5% of nothing never allows a sample
+    log: list[str] = []
+    probe = FakeProbe(cost_s=1e-3)
+    probe.calls = log
+    pbr.run_loop(rig_with(log, False, probe), "probe")
+    assert "sample" not in log
+    # 1 s timed per round: a 0.5 ms sample fits 10 times in the 5 ms share, the gap cap is 5
+    gaps: list[int] = []
+    schedule = pbr.BetweenRounds(FakeProbe(cost_s=0.5e-3), 0.5e-3, gaps)
+    for _ in range(4):
+        schedule(1.0)
+    assert gaps == [0, 1, 2, 3] and len(schedule.costs) == 4 * pbr.OLD_SAMPLES_PER_GAP
+
+
+def test_next_over_rest_compares_the_round_after_a_probe_gap_with_the_others():
+    values = [1.0, 1.0, 3.0, 1.0, 1.0, 3.0, 1.0]
+    assert pbr.next_over_rest(values, [1, 4]) == pytest.approx(3.0)
+    assert pbr.next_over_rest(values, []) is None
+    assert pbr.next_over_rest(values, [6]) is None  # the last round has no next one
+
+
+def test_paired_change_sees_a_shift_and_not_its_absence():
+    off = [1.0 + 0.01 * (i % 5) for i in range(20)]
+    slower = [v * 1.05 for v in off]
+    moved = pbr.paired_change(slower, off)
+    assert moved["ratio"] == pytest.approx(1.05) and moved["ci"][0] > 1.0 and moved["mw_p"] < 0.05
+    same = pbr.paired_change(list(off), off)
+    assert same["ratio"] == pytest.approx(1.0) and same["ci"][0] <= 1.0 <= same["ci"][1]
+
+
+def test_cuda_without_cuda_exits_2_with_one_line(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    assert pbr.main(["--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "CUDA is not available" in err
