@@ -8,7 +8,11 @@ compiled latency of a report row come from one process and a GPU suite saves a w
 workload and scenario. Where it does add something, the `eager` case keeps its own process:
 
 - on a device whose memory figure is not the device allocator's peak (the CPU: the process's
-  RSS high-water mark, 10% higher inside a compiled process; MPS: a sampled lower bound);
+  RSS high-water mark over the timed rounds, one read shared by both variants, so inside a
+  compiled process the eager figure is the compiled peak, the compile's residue included:
+  mlp-classic forward tiny 373.1 MiB there against 298.4 MiB in an eager case's own process,
+  25% higher forked, 375.1 against 297.5 MiB, 26%, spawned; docs/RESULTS.md "Eager figures";
+  MPS: a sampled lower bound);
 - for a scenario whose compiled variant holds state of its own (train steps, KV caches:
   `harness.model.scenarios.compiled_holds_state`), which the eager peak in the twin includes;
 - with `--no-eager-from-twin` (`--shard` keeps a derived case in its twin's shard:
