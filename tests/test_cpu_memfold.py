@@ -16,9 +16,7 @@ import pytest
 import harness.measure.devices as devices
 import harness.measure.worker as worker
 from harness.measure.devices import CpuDevice
-from harness.measure.spec import WorkerSpec
-from harness.measure.timing import StopPolicy
-from harness.model.schema import Case, Record
+from tests.worker_fakes import case_state
 
 MiB = 1 << 20
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,7 +89,7 @@ def test_without_a_reset_the_memory_phase_takes_a_pass_and_says_why(monkeypatch)
     def eager() -> None:
         calls["n"] += 1
 
-    state = case_state(CpuDevice(), {"eager": eager})
+    state = case_state(CpuDevice(), lambda: 0, {"eager": eager}, probe=False, samples=4)
     state.compiled_first_s = None
     worker.measure(state)
     assert state.round_peaks is None
@@ -128,18 +126,6 @@ class FakeRss(CpuDevice):
         return self.hwm
 
 
-def case_state(device, variants: dict) -> worker.CaseState:
-    case = Case(workload="fake", scenario="forward", compiler="inductor", device="cpu", dtype="float32",
-                batch_size=1, size="tiny")
-    state = worker.CaseState(spec=WorkerSpec(case=case, probe=False), clock=lambda: 0,
-                             record=Record(case=case, status="ok", metrics={"phase_s": {}}))
-    state.device = device
-    state.policy = StopPolicy(warmup=1, min_samples=4, min_time_s=0.0, max_samples=4, max_time_s=1e9)
-    state.variants = variants
-    state.eager_first_s, state.compiled_first_s = 0.5, 2.0
-    return state
-
-
 def test_the_window_resets_before_the_first_timed_sample_and_reads_after_the_last(monkeypatch):
     events: list[str] = []
     device = FakeRss(events)
@@ -150,7 +136,8 @@ def test_the_window_resets_before_the_first_timed_sample_and_reads_after_the_las
             device.touch(rise)
         return fn
 
-    state = case_state(device, {"eager": call("eager", 7 * MiB), "compiled": call("compiled", 3 * MiB)})
+    state = case_state(device, lambda: 0, {"eager": call("eager", 7 * MiB), "compiled": call("compiled", 3 * MiB)},
+                       probe=False, samples=4)
     # no gc before the CPU rounds (RoundsWindowPeak says why)
     monkeypatch.setattr(worker, "gc", SimpleNamespace(collect=lambda *a: pytest.fail("a gc before the CPU rounds")))
     worker.measure(state)

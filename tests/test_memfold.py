@@ -9,10 +9,10 @@ import pytest
 import harness.measure.worker as worker
 from harness.measure.devices import CpuDevice, Device
 from harness.measure.probe import MachineProbe, ProbeKernel
-from harness.measure.spec import WorkerSpec
 from harness.measure.timing import HostTimer, StopPolicy, measure_interleaved
 from harness.model.payloads import Timing
-from harness.model.schema import Case, Record
+from harness.model.schema import Case
+from tests.worker_fakes import case_state
 
 MiB = 1 << 20
 
@@ -111,18 +111,6 @@ class AllocatingMeter(worker.ContentionMeter):
     def after_round(self, seconds: float) -> None:
         super().after_round(seconds)
         self.device.transient(METER_TRANSIENT)
-
-
-def case_state(device: Device, clock: FakeClock, variants: dict, probe: bool = True) -> worker.CaseState:
-    case = Case(workload="fake", scenario="forward", compiler="inductor", device=device.type, dtype="float32",
-                batch_size=1, size="tiny")
-    state = worker.CaseState(spec=WorkerSpec(case=case, probe=probe, probe_budget=1.0), clock=clock,
-                             record=Record(case=case, status="ok", metrics={"phase_s": {}}))
-    state.device = device
-    state.policy = StopPolicy(warmup=1, min_samples=6, min_time_s=0.0, max_samples=6, max_time_s=1e9)
-    state.variants = variants
-    state.eager_first_s, state.compiled_first_s = 0.5, 2.0
-    return state
 
 
 @pytest.fixture
