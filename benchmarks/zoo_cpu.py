@@ -8,6 +8,8 @@ unsharded plan), 2 on bad arguments.
     python benchmarks/zoo_cpu.py                       # transformers-zoo-tiny, eager, forward
     python benchmarks/zoo_cpu.py -c inductor --shard 1/10 --timeout 300   # a compiled pass, a tenth
     python benchmarks/zoo_cpu.py -c eager,inductor --scenario forward,train
+    python benchmarks/zoo_cpu.py -c eager,inductor -w "$(compilebench expected pick --file \
+        results/expected/transformers-zoo-tiny-cpu.json --max-families 24)"   # one model per family
     python benchmarks/zoo_cpu.py --suite diffusers-tiny -c eager,inductor
     python benchmarks/zoo_cpu.py --analyse OUT/runs/RUN.json [--analyse MORE.json]
 
@@ -49,6 +51,8 @@ def run_suite(args: argparse.Namespace) -> tuple[Path, float]:
            "--out", str(out)]
     if args.scenario:
         cmd += ["--scenario", args.scenario]
+    if args.workload:
+        cmd += ["-w", args.workload]
     if args.shard:
         cmd += ["--shard", args.shard]
     if args.timeout:
@@ -184,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compiler", "-c", default="eager",
                    help="compiler(s), comma-separated: eager, inductor, eager,inductor (default eager)")
     p.add_argument("--scenario", default="forward", help="scenario(s); '' for the suite's (forward,train)")
+    p.add_argument("--workload", "-w", help="only these workloads, comma-separated (e.g. from `compilebench "
+                   "expected pick`: one per family); like --shard, a part of the plan: no target")
     p.add_argument("--shard", help="I/N: one shard of the plan")
     p.add_argument("--timeout", type=float, help="seconds per case (default: the suite's)")
     p.add_argument("--out", default="/tmp/zoo-cpu")
@@ -214,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps({"by_compiler": summaries, "run_files": [str(x) for x in paths],
                                                "wall_s": wall}, indent=2))
     zoo = any((r["case"].get("suite") or "").startswith("transformers-zoo") for r in records)
-    return target_exit(summaries, whole_plan=not args.shard, zoo=zoo)
+    return target_exit(summaries, whole_plan=not (args.shard or args.workload), zoo=zoo)
 
 
 def target_exit(summaries: dict[str, dict[str, Any]], whole_plan: bool, zoo: bool) -> int:

@@ -111,3 +111,19 @@ def test_breadth_cpu_pools_suites_run_by_different_pythons(tmp_path, capsys):
     assert "3/4 models built and ran eager (target 3): MET" in capsys.readouterr().out
     assert breadth.main(["--analyse", str(hf), "--analyse", str(timm), "--target", "4", "--out", str(out)]) == 1
     assert breadth.main(["--analyse", str(tmp_path / "none.json")]) == 2
+
+
+def test_zoo_cpu_passes_compilers_and_workloads_to_the_runner(tmp_path, monkeypatch):
+    zoo = script("zoo_cpu")
+    seen = []
+
+    def fake_run(cmd, **kwargs):  # the runner, as far as the script sees it: a run file appears
+        seen.append(cmd)
+        runs = Path(cmd[cmd.index("--out") + 1]) / "runs"
+        runs.mkdir(parents=True)
+        zoo_run(tmp_path).rename(runs / "r1.json")
+
+    monkeypatch.setattr(zoo.subprocess, "run", fake_run)
+    assert zoo.main(["-c", "eager,inductor", "-w", "zoo-a-causal,zoo-b-causal", "--out", str(tmp_path / "o")]) == 0
+    cmd = seen[0]
+    assert cmd[cmd.index("-c") + 1] == "eager,inductor" and cmd[cmd.index("-w") + 1] == "zoo-a-causal,zoo-b-causal"
