@@ -45,7 +45,7 @@ def test_still_failing_fail_makes_it_fail_the_gate(tmp_path, capsys):
     md = tmp_path / "gate.md"
     assert main(["gate", base, head, "--still-failing", "fail", "--markdown", str(md)]) == 1
     assert "FAIL: 1 case(s) failed the gate (1 still failing)" in capsys.readouterr().out
-    assert "### Still failing (1: fail the gate (--still-failing fail))" in md.read_text()
+    assert '### Still failing (1: fail the gate (still_failing = "fail" / --still-failing fail))' in md.read_text()
     assert main(["gate", base, head, "--fail-on", "regression,still failing"]) == 1  # the same through --fail-on
 
 

@@ -69,6 +69,7 @@ from harness.analysis.thresholds import (
     CONTENDED_WARN,
     DEFAULT_PROBE_MOVED,
     MISSING_WARN,
+    STILL_FAILING_FAIL,
     WHOLE_MODEL_WARN,
     ThresholdConfig,
     Thresholds,
@@ -155,6 +156,9 @@ def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds
         result.verdict = Verdict.STILL_FAILING if result.status_head != "ok" else Verdict.NOW_PASSING
         if result.verdict == Verdict.STILL_FAILING:  # what it fails with now, and whether that changed
             result.error = still_failing_error(base, head)
+            if thresholds.still_failing == STILL_FAILING_FAIL:
+                result.fails_by_policy = True
+                result.flags.append('failed in base and in head: fails the gate (still_failing = "fail")')
         return result, []
     if result.status_head != "ok":  # status gating switched off: nothing to measure
         return result, []

@@ -50,6 +50,9 @@ class CaseResult:
     # shown, never failing (nor stopping the gate): a whole-model change under whole_model = "warn",
     # a missing case under missing = "warn", a contended one under contended = "warn"
     warn_only: bool = False
+    # fails the gate whatever --fail-on says: a still-failing case under still_failing = "fail"
+    # (the thresholds file's key, any layer, or --still-failing fail)
+    fails_by_policy: bool = False
     # why the probe cannot tell machine drift from a real change here ('' when it can)
     probe_caveat: str = ""
     # per side: processes, how many the worker marked contended, the largest cpu_wait_fraction
@@ -105,7 +108,7 @@ class Comparison:
 
     def failing(self, fail_on: Iterable[str] = DEFAULT_FAIL_ON) -> list[CaseResult]:
         wanted = set(fail_on)
-        return [c for c in self.cases if c.verdict in wanted and not c.warn_only]
+        return [c for c in self.cases if (c.verdict in wanted or c.fails_by_policy) and not c.warn_only]
 
     def decide(self, failing: list[CaseResult] | None = None) -> GateDecision:
         """The gate's answer. Loud on anything it could not judge, quiet only when it really

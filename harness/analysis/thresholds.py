@@ -28,11 +28,14 @@ changes"): `probe = "3%"` is how far the machine-speed probe must move before a 
 compare normalises latency by it ("off": never use the probe), and `whole_model = "warn"`
 makes `slower (eager too)` verdicts warn-only, for gates that judge the compiler alone
 (default "fail": a torch or model change that slows eager too is a real regression).
-Two more say what the gate does with a case it could not compare: `missing = "warn"` (a
+Three more say what the gate does with a case it could not compare: `missing = "warn"` (a
 case measured in base and not in head; default "fail": a model that stopped running is a
-failure, as HUD counts it) and `contended = "warn"` (the machine was contended while the
-case was timed; default "cannot-judge": the gate exits 3, it neither passes nor fails).
-The CLI flags `--whole-model`, `--missing` and `--contended` beat every layer of the file.
+failure, as HUD counts it), `contended = "warn"` (the machine was contended while the
+case was timed; default "cannot-judge": the gate exits 3, it neither passes nor fails) and
+`still_failing = "fail"` (a case that failed in base and fails in head; default "pass": a
+failure that was there before is not this change's regression; "fail" for a gate that wants
+every case green, e.g. `[suite.smoke]`). The CLI flags `--whole-model`, `--missing`,
+`--contended` and `--still-failing` beat every layer of the file.
 
 A malformed file is refused with one line naming the file and the key (exit 2).
 """
@@ -74,11 +77,13 @@ DEFAULT_PROBE_MOVED = 0.03
 WHOLE_MODEL_FAIL, WHOLE_MODEL_WARN = "fail", "warn"
 MISSING_FAIL, MISSING_WARN = "fail", "warn"
 CONTENDED_CANNOT_JUDGE, CONTENDED_WARN = "cannot-judge", "warn"
+STILL_FAILING_PASS, STILL_FAILING_FAIL = "pass", "fail"
 # policy key -> its values, the default first: what the gate does with a kind of case
 POLICIES: dict[str, tuple[str, ...]] = {
     "whole_model": (WHOLE_MODEL_FAIL, WHOLE_MODEL_WARN),
     "missing": (MISSING_FAIL, MISSING_WARN),
     "contended": (CONTENDED_CANNOT_JUDGE, CONTENDED_WARN),
+    "still_failing": (STILL_FAILING_PASS, STILL_FAILING_FAIL),
 }
 SETTINGS = ("alpha", *POLICIES)  # per-layer settings that are not metric thresholds
 SECTIONS = ("defaults", "suite", "workload", "case")
@@ -98,6 +103,7 @@ class Thresholds:
     whole_model: str = WHOLE_MODEL_FAIL  # "warn": slower (eager too) does not fail the gate
     missing: str = MISSING_FAIL  # "warn": a case missing in head does not fail the gate
     contended: str = CONTENDED_CANNOT_JUDGE  # "warn": a contended case does not stop the gate (exit 3)
+    still_failing: str = STILL_FAILING_PASS  # "fail": a case failing in base and head fails the gate
 
     def get(self, metric: str) -> float | int | None:
         return self.values.get(metric)
@@ -126,9 +132,9 @@ class ThresholdConfig:
     explicit_defaults: set[str] = field(default_factory=set)  # metrics the [defaults] table set itself
     whole_model: str = WHOLE_MODEL_FAIL
     whole_model_override: str | None = None  # --whole-model: beats every layer of the file
-    # the [defaults] table's missing / contended policies (whole_model has its own field)
+    # the [defaults] table's missing / contended / still_failing policies (whole_model has its own field)
     policies: dict[str, str] = field(default_factory=dict)
-    # --missing / --contended (and --whole-model, also kept above): beat every layer of the file
+    # --missing / --contended / --still-failing (and --whole-model, also kept above): beat every layer of the file
     policy_overrides: dict[str, str] = field(default_factory=dict)
 
     def for_case(self, case_id: str, workload: str = "", suite: str = "") -> Thresholds:

@@ -136,11 +136,11 @@ def _compare_options(p: argparse.ArgumentParser, fail_on: Sequence[str], with_ou
     p.add_argument("--missing", choices=("fail", "warn"), default=None,
                    help="what a case measured in base and not in head does: fail (default: a model that stopped "
                         "running is a failure) or warn; beats the thresholds file's missing key")
-    p.add_argument("--still-failing", choices=("pass", "fail"), default="pass",
+    p.add_argument("--still-failing", choices=("pass", "fail"), default=None,
                    help="what a case that failed in base and fails in head does: pass (default: a failure that "
                         "was there before is not this change's regression; it is listed in the summary and the "
                         "markdown's 'Still failing' section) or fail (exit 1), for a gate that wants every "
-                        "case green; the same as adding 'still failing' to --fail-on")
+                        "case green; beats the thresholds file's still_failing key")
     p.add_argument("--contended", choices=("cannot-judge", "warn"), default=None,
                    help="what a case timed on a contended machine does (the worker's run-queue measurement): "
                         "cannot-judge (default: exit 3, neither pass nor regression) or warn; beats the thresholds "
@@ -233,8 +233,6 @@ def render(cmp: Comparison, args: argparse.Namespace, versions: str = "") -> int
     from harness.report.gate_output import geomean_line, headline, json_text, markdown, terminal_table
 
     fail_on = _fail_on(args.fail_on)
-    if getattr(args, "still_failing", "pass") == "fail" and Verdict.STILL_FAILING not in fail_on:
-        fail_on = (*fail_on, Verdict.STILL_FAILING)
     decision = cmp.decide(cmp.failing(fail_on))
     console = make_console(stderr=json_to_stdout(args) or args.markdown == "-")
     for warning in cmp.warnings:
@@ -268,6 +266,7 @@ def _compare(base: list[Run], head: list[Run], args: argparse.Namespace, ignore_
     config.whole_model_override = getattr(args, "whole_model", None)
     config.policy_overrides["missing"] = getattr(args, "missing", None)
     config.policy_overrides["contended"] = getattr(args, "contended", None)
+    config.policy_overrides["still_failing"] = getattr(args, "still_failing", None)
     noise = load_noise_table(args.noise) if args.noise else None
     _fail_on(args.fail_on)  # validate before any work
     return compare_runs(base, head, config, metrics=_metrics(args.metric), allow_mismatch=args.allow_mismatch,

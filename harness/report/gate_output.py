@@ -210,7 +210,7 @@ def markdown(cmp: Comparison, failing: list[CaseResult], title: str = "compilebe
                  "`noisy`: the spread is too high to decide a change of the threshold's size. "
                  "`missing`: measured in base, not in head (fails unless `missing = \"warn\"` / `--missing warn`). "
                  "`still failing`: failed in base and in head: not this change's regression, passes unless "
-                 "`--still-failing fail`. "
+                 "`still_failing = \"fail\"` / `--still-failing fail`. "
                  "`machine contended`: the case's threads waited for a core while it was timed (the worker's "
                  "run-queue measurement): its timings cannot be judged (exit 3 unless `contended = \"warn\"` / "
                  "`--contended warn`).")
@@ -242,7 +242,9 @@ def _still_failing_section(cmp: Comparison, failing: list[CaseResult]) -> list[s
         return []
     failed = {id(c) for c in failing}
     fails = sum(1 for c in still if id(c) in failed)
-    how = ("fail the gate (--still-failing fail)" if fails == len(still) else
+    cause = ('still_failing = "fail" / --still-failing fail' if all(c.fails_by_policy for c in still)
+             else "--fail-on 'still failing'")
+    how = (f"fail the gate ({cause})" if fails == len(still) else
            "pass the gate: they failed in base too" if not fails else f"{fails} fail the gate")
     lines = [f"### Still failing ({len(still)}: {how})", "", "Failed in base and in head:", ""]
     for c in still:
