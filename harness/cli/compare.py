@@ -82,10 +82,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_ab)
 
     p = sub.add_parser("noise", help="A/A on this machine: per-case spread and the smallest change the gate detects")
-    p.add_argument("--rounds", type=positive_int, default=3, help="A/A rounds (2 processes per case per round; "
-                   "at least 3: 6 processes give the 15 pairs the 95th-percentile A/A change needs)")
+    p.add_argument("--rounds", type=positive_int, default=None, help="A/A rounds (2 processes per case per round; "
+                   "at least 3, the default: 6 processes give the 15 pairs the 95th-percentile A/A change needs)")
     p.add_argument("-o", "--output", help="write the noise JSON here (for compare --noise)")
-    p.add_argument("--python", default=sys.executable, help="python to measure with (default: this one)")
+    p.add_argument("--python", default=None, help="python to measure with (default: this one)")
+    p.add_argument("--resume", metavar="ID", help="finish an interrupted noise session (Ctrl-C, a CI timeout) from "
+                   "its journal (OUT/ab/ID/journal.jsonl): runs only the side-rounds it lacks, with the session's "
+                   "own python, cases and rounds, then analyses all of them")
     p.add_argument("--thresholds", help="thresholds TOML the too-noisy flags are judged against")
     p.add_argument("--from-runs", nargs="+", metavar="RUN", help="analyse these A/A runs instead of running "
                    "(at least 6: two per round)")
@@ -350,15 +353,29 @@ _AB_SESSION_OPTIONS = ("base_python", "head_python", "env", "base_env", "head_en
                        "trace", "trace_max_mb", "warm_compile", "no_preload")
 
 
+def refuse_session_options(args: argparse.Namespace, options: Sequence[str], why: str) -> None:
+    """--resume takes what the session fixed from its journal: any of `options` given too is an error."""
+    given = [o for o in options if getattr(args, o, None) not in (None, False, [], "")]
+    if given:
+        raise CliError(f"{why}; drop {', '.join('--' + o.replace('_', '-') for o in given)}")
+
+
+def session_interrupted(command: str, exc: KeyboardInterrupt, out_dir: str) -> int:
+    """The line an interrupted ab / noise session ends with: what was kept and how to finish it."""
+    session = getattr(exc, "ab_session", None)
+    hint = (f"; finish it with: compilebench {command} --resume {session.name} --out {out_dir}"
+            if session is not None and getattr(exc, "ab_resumable", False) else "")
+    print(f"compilebench: {command} interrupted; finished rounds were saved{hint}", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
 def _ab_options(args: argparse.Namespace):
     """(AbOptions, the interrupted session's journal or None) from the command line."""
     from harness.experiments.ab import AbOptions, load_ab_journal, parse_env_pairs
 
     if args.resume:
-        given = [o for o in _AB_SESSION_OPTIONS if getattr(args, o, None) not in (None, False, [], "")]
-        if given:
-            flags = ", ".join("--" + o.replace("_", "-") for o in given)
-            raise CliError(f"ab --resume reuses the interrupted session's own sides, cases and rounds; drop {flags}")
+        refuse_session_options(args, _AB_SESSION_OPTIONS, "ab --resume reuses the interrupted session's own sides, "
+                               "cases and rounds")
         journal = load_ab_journal(args.resume, args.out)
         opts = journal.opts
         if opts.stop_design is not None:  # the same rule, or the journaled rounds' error rates do not hold
@@ -392,11 +409,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         base, head, folder = (run_ab(opts, progress=_progress, resume=journal) if journal
                               else run_ab(opts, progress=_progress))
     except KeyboardInterrupt as exc:
-        session = getattr(exc, "ab_session", None)
-        hint = (f"; finish it with: compilebench ab --resume {session.name} --out {opts.run.out_dir}"
-                if session is not None and getattr(exc, "ab_resumable", False) else "")
-        print(f"compilebench: ab interrupted; finished rounds were saved{hint}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return session_interrupted("ab", exc, opts.run.out_dir)
     print(f"ab session: {folder} (compare again: compilebench compare --allow-mismatch {folder}/base {folder}/head)",
           file=sys.stderr)
     # the two sides are two builds on purpose: versions may differ, hardware may not
@@ -415,29 +428,59 @@ def _stop_rule(args: argparse.Namespace, rounds: int):
     return stop_rule(config, design, _metrics(args.metric)), design.describe()
 
 
+# what a noise session fixed: --resume takes these from its journal
+_NOISE_SESSION_OPTIONS = ("rounds", "python", "from_runs", "suite", "workload", "workload_file", "override_workloads",
+                          "scenario", "compiler", "device", "dtype", "batch_size", "size", "option", "timeout",
+                          "min_time", "min_samples", "warmup", "label")
+
+
+def _noise_session(args: argparse.Namespace):
+    """(AbOptions, the interrupted session's journal or None): an A/A session, both sides one python."""
+    from harness.analysis.noise import MIN_ROUNDS, check_rounds
+    from harness.experiments.ab import AbOptions, load_ab_journal
+
+    if not args.resume:
+        rounds = MIN_ROUNDS if args.rounds is None else args.rounds
+        check_rounds(rounds)
+        python = args.python or sys.executable
+        return AbOptions(run_options_from(args), python, python, rounds), None
+    refuse_session_options(args, _NOISE_SESSION_OPTIONS, "noise --resume reuses the interrupted session's own "
+                           "python, cases and rounds")
+    journal = load_ab_journal(args.resume, args.out)
+    opts = journal.opts
+    if opts.base_python != opts.head_python or opts.base_env != opts.head_env or opts.stop_design is not None:
+        raise CliError(f"noise --resume {args.resume}: session {journal.ab_id} is an A/B of two different sides "
+                       f"(or adaptive), not an A/A noise session; finish it with `compilebench ab --resume "
+                       f"{journal.ab_id} --out {opts.run.out_dir}`")
+    check_rounds(opts.rounds, "the session's rounds")
+    return opts, journal
+
+
 def cmd_noise(args: argparse.Namespace) -> int:
     import json
 
     from rich.table import Table
 
-    from harness.analysis.noise import MIN_ROUNDS, analyze_noise, check_rounds, save_noise
+    from harness.analysis.noise import MIN_ROUNDS, analyze_noise, save_noise
     from harness.analysis.thresholds import load_thresholds
     from harness.report.display import make_console, print_table
 
     config = load_thresholds(args.thresholds)
-    if args.from_runs:
+    if args.from_runs and not args.resume:
         runs = [run for ref in args.from_runs for run in load_side(ref, args.out)]
         if len(runs) < 2 * MIN_ROUNDS:
             raise CliError(f"noise --from-runs needs at least {2 * MIN_ROUNDS} A/A runs ({MIN_ROUNDS} rounds of two), "
                            f"got {len(runs)}; pass more runs of the same code")
         rounds = len(runs) // 2
     else:
-        check_rounds(args.rounds)
-        from harness.experiments.ab import AbOptions, run_ab
+        from harness.experiments.ab import run_ab
 
-        opts = AbOptions(run_options_from(args), args.python, args.python, args.rounds)
-        base, head, _ = run_ab(opts, progress=_progress)
-        runs, rounds = base + head, args.rounds
+        opts, journal = _noise_session(args)
+        try:
+            base, head, _ = run_ab(opts, progress=_progress, resume=journal)
+        except KeyboardInterrupt as exc:
+            return session_interrupted("noise", exc, opts.run.out_dir)
+        runs, rounds = base + head, opts.rounds
     data = analyze_noise(runs, rounds, config)
     table = Table(title=f"A/A noise on {data.get('host')} ({data.get('cpu_model')}), {rounds} round(s)")
     for col in ("case", "metric", "processes", "spread (cv)", "max A/A change", "detects (1 run/side)",
