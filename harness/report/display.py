@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -183,56 +185,81 @@ def derived_from(record: Record) -> str | None:
 
 
 class ProgressPrinter:
-    """One line per finished case; on a terminal also a live line with the running case and
-    its elapsed time (CI logs get plain start/finish lines instead)."""
+    """One line per finished case; on a terminal also a live line per running case with its
+    elapsed time (CI logs get plain start/finish lines instead). With `--gpus` several cases
+    run at once: their "start" events come from the pool's slot threads as each GPU starts a
+    case (a lock keeps the lines whole), and each finished line gives that case's own time.
+    `clock`: seconds, monotonic (tests pass a fake)."""
 
-    def __init__(self, console: Console | None = None, history: CaseTimes | None = None):
+    def __init__(self, console: Console | None = None, history: CaseTimes | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         self.console = console or make_console(stderr=True)
-        self.started = 0.0
-        self.run_started = time.monotonic()
+        self.clock = clock
+        self.run_started = clock()
+        self.running: dict[str, tuple[float, Any]] = {}  # case id -> (its start, its live task or None)
         self.live = None
-        self.task = None
+        self.lock = threading.Lock()
         self.eta = EtaEstimator(history)  # remaining time from this run's cases and the store's (harness/report/eta.py)
 
     def __call__(self, event: str, case: Case, index: int, total: int, record: Record | None) -> None:
-        prefix = f"[{index + 1}/{total}]"
-        if event == "start":
-            self.started = time.monotonic()
-            eta = fmt_eta(self.eta.remaining_s(total - index, case.suite))
-            self._start_live(f"{prefix} running {case.case_id}" + (f" ({eta})" if eta else ""))
-            return
-        self._stop_live()
-        assert record is not None
-        total_elapsed = time.monotonic() - self.run_started
+        with self.lock:
+            if event == "start":
+                self._started(case, index, total)
+            else:
+                assert record is not None
+                self._finished(case, index, total, record)
+
+    def _started(self, case: Case, index: int, total: int) -> None:
+        eta = fmt_eta(self.eta.remaining_s(total - index, case.suite))
+        text = f"[{index + 1}/{total}] running {case.case_id}" + (f" ({eta})" if eta else "")
+        self.running[case.case_id] = (self.clock(), self._add_live(text))
+
+    def _finished(self, case: Case, index: int, total: int, record: Record) -> None:
+        started, task = self.running.pop(case.case_id, (None, None))
+        self._remove_live(task)
+        total_elapsed = self.clock() - self.run_started
         style = STATUS_STYLE.get(record.status, "bold red")
-        line = Text(f"{prefix} ")
+        line = Text(f"[{index + 1}/{total}] ")
         line.append(record.status, style=style)
         twin = derived_from(record)
-        if twin is None:
-            elapsed = time.monotonic() - self.started
-            self.eta.finished(case.case_id, elapsed)
-        else:
+        if twin is not None:
             self.eta.derived()  # the cases still to come are derived in about the same share
+            where = f"derived: eager figures from {twin}, no process of its own"
+        elif started is not None:
+            elapsed = self.clock() - started
+            self.eta.finished(case.case_id, elapsed)
+            where = f"in {elapsed:.1f}s"
+        else:
+            where = "finished"  # no start seen: no time of its own to give
         # a derived case had no "start" (it ran no process) and is not fed to the ETA: its microseconds
         # would pull down the time expected of the cases that do run
         eta = fmt_eta(self.eta.remaining_s(total - index - 1, case.suite))
-        where = f"derived: eager figures from {twin}, no process of its own" if twin else f"in {elapsed:.1f}s"
         line.append(f" {case.case_id} {where} (run {total_elapsed:.0f}s{', ' + eta if eta else ''})")
         sp = (record.metrics or {}).get("speedup")
         if sp:
             line.append(f"  speedup {sp:.2f}x")
         self.console.print(line, highlight=False)
 
-    def _start_live(self, text: str) -> None:
+    def _add_live(self, text: str) -> Any:
+        """A spinner line for a running case on a terminal (its task id); elsewhere a plain line."""
         if not self.console.is_terminal:
             self.console.print(Text(text + " ..."), highlight=False)
-            return
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+            return None
+        if self.live is None:
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-        self.live = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                             console=self.console, transient=True)
-        self.live.start()
-        self.task = self.live.add_task(escape(text), total=None)
+            self.live = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                                 console=self.console, transient=True)
+            self.live.start()
+        return self.live.add_task(escape(text), total=None)
+
+    def _remove_live(self, task: Any) -> None:
+        if self.live is None:
+            return
+        if task is not None:
+            self.live.remove_task(task)
+        if not self.live.tasks:
+            self._stop_live()
 
     def _stop_live(self) -> None:
         if self.live is not None:

@@ -165,6 +165,7 @@ RunOne = Callable[[Case, Mapping[str, str]], Record]
 Clock = Callable[[], float]
 # harness/run/twins.py: an eager case's record from its twin's, or None (the case must run)
 Derive = Callable[[Case, Mapping[str, Record]], Record | None]
+OnStart = Callable[[Case], None]  # a slot is starting this case's worker (the progress's "running" line)
 
 
 class GpuPool:
@@ -180,12 +181,15 @@ class GpuPool:
     its twin finishes, the slot that ran the twin asks `derive` for its record and queues the
     case only when there is none (that slot is still taking work, so the case always runs).
     `known`: records finished before this pool (a resumed run's journal): a held case whose
-    twin is among them is settled when the pool starts."""
+    twin is among them is settled when the pool starts.
+    `on_start`: called from the slot's thread as it starts a case's worker, so the progress
+    says a case is running while it runs, not once it is back."""
 
     def __init__(self, cases: Sequence[Case], run_one: RunOne, gpus: Sequence[int],
                  costs: Mapping[str, float] | None = None, *, clock: Clock = time.monotonic,
                  reference: Mapping[str, float] | None = None, held: Mapping[str, str] | None = None,
-                 derive: Derive | None = None, known: Mapping[str, Record] | None = None):
+                 derive: Derive | None = None, known: Mapping[str, Record] | None = None,
+                 on_start: OnStart | None = None):
         if not gpus:
             raise GpuPlanError("--gpus needs at least one GPU index")
         check_cases(cases, gpus)
@@ -203,6 +207,7 @@ class GpuPool:
             self._todo.put((position, case, expected, source))
         self._ids = ids
         self._run_one = run_one
+        self._on_start = on_start
         self._clock = clock
         self._reference = dict(reference or {})
         self._gpus = list(gpus)
@@ -227,6 +232,7 @@ class GpuPool:
             except queue.Empty:
                 return
             start = self._clock() - self._t0
+            self._announce(case)
             try:
                 record = self._run_one(case, pin_env(case, gpu))
             except BaseException as exc:  # noqa: BLE001 - a slot must never die silently
@@ -247,6 +253,14 @@ class GpuPool:
                 self._cond.notify_all()
             if case.case_id in self._held:
                 self._settle_held(case.case_id, record)
+
+    def _announce(self, case: Case) -> None:
+        if self._on_start is None:
+            return
+        try:
+            self._on_start(case)
+        except Exception:  # noqa: BLE001 - a progress line must never cost a case its run
+            pass
 
     def _settle_held(self, twin_id: str, twin: Record) -> None:
         """The eager cases waiting on `twin_id`: derived now, or queued to run (no GPU stamp on
@@ -318,11 +332,12 @@ def in_plan_order(records: Sequence[Record], cases: Sequence[Case]) -> list[Reco
 
 def start_pool(cases: Sequence[Case], run_one: RunOne, gpus: Sequence[int], out_dir: str,
                costs_source: str | None = None, *, held: Mapping[str, str] | None = None,
-               derive: Derive | None = None, known: Mapping[str, Record] | None = None) -> GpuPool | None:
+               derive: Derive | None = None, known: Mapping[str, Record] | None = None,
+               on_start: OnStart | None = None) -> GpuPool | None:
     """Runner entry: a pool for `--gpus`, None to run cases one by one as usual. The queue's
     costs come from `costs_source` (a history .sqlite, the --shard-costs of the run; 'none':
     no history) or OUT/history.sqlite. `held`, `derive`, `known`: eager cases taken from their
-    twins (GpuPool)."""
+    twins; `on_start`: each case as its GPU starts it (GpuPool)."""
     if not gpus:
         return None
     from harness.run.shard import history_costs
@@ -331,7 +346,8 @@ def start_pool(cases: Sequence[Case], run_one: RunOne, gpus: Sequence[int], out_
     db = Path(costs_source) if costs_source and costs_source != "none" else Path(out_dir) / "history.sqlite"
     costs = {} if costs_source == "none" else history_costs(db, ids)
     reference = history_costs(Path(out_dir) / "history.sqlite", ids, pooled=False)
-    return GpuPool(cases, run_one, gpus, costs, reference=reference, held=held, derive=derive, known=known)
+    return GpuPool(cases, run_one, gpus, costs, reference=reference, held=held, derive=derive, known=known,
+                   on_start=on_start)
 
 
 def _segments(records: Sequence[Record]) -> dict[str, list[tuple[Record, dict[str, Any]]]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import itertools
 import json
 import os
 import secrets
@@ -17,6 +18,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -668,7 +670,8 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
             journal = open_journal()
         isa_cache.mkdir(parents=True, exist_ok=True)
         pool = start_pool([c for c in cases if c.case_id not in done], run_one, opts.gpus, opts.out_dir,
-                          opts.shard_costs, held=twins.sources, derive=twins.take, known=done)
+                          opts.shard_costs, held=twins.sources, derive=twins.take, known=done,
+                          on_start=start_announcer(progress, len(cases), len(done)))
         # --gpus: cases come back as they finish (journaled at once), the run file lists them in plan order;
         # one by one, a derived eager case comes right after its twin (twins.py), listed in plan order too
         # (with --gpus the pool holds it until its twin is back)
@@ -678,8 +681,9 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
                 continue
             checkpoint("next-case")
             derived = None if pool else twins.take(case, finished)  # computed, not run: nothing to lose yet
-            # no "running" line for a case that runs no process: derived here, or held by the pool for its twin
-            if progress and derived is None and not (pool and case.case_id in twins.sources):
+            # no "running" line for a case that runs no process (derived here); with --gpus the pool
+            # says "running" itself, when a GPU starts the case (start_announcer)
+            if progress and derived is None and not pool:
                 progress("start", case, i, len(cases), None)
             # held from the case's last process exit to the journal's fsync: the case is finished, keep it
             # (run_worker reopens the window for the warm worker and tlparse)
@@ -722,6 +726,22 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
         _finish(run, opts, started)
         journal.remove()  # the complete run file now holds everything the journal had
     return run
+
+
+def start_announcer(progress: ProgressFn | None, total: int, already: int) -> Callable[[Case], None] | None:
+    """--gpus: the progress's "start" event of a case when its GPU starts it (called from the
+    pool's slot threads), numbered in start order after the `already` finished cases."""
+    if progress is None:
+        return None
+    numbers = itertools.count(already)
+    lock = threading.Lock()
+
+    def announce(case: Case) -> None:
+        with lock:
+            number = next(numbers)
+        progress("start", case, number, total, None)
+
+    return announce
 
 
 def _finish(run: Run, opts: RunOptions, started: float) -> None:
