@@ -92,3 +92,23 @@ def test_a_run_on_two_fake_gpus_says_running_while_both_cases_run(tmp_path, monk
     assert [r.status for r in run.records] == ["ok", "ok"]
     assert [e[0] for e in events] == ["start", "start", "done", "done"], events
     assert sorted(e[2] for e in events if e[0] == "start") == [0, 1]  # numbered in start order
+
+
+def test_the_eta_divides_the_remaining_cases_among_the_cases_seen_running_at_once():
+    out, clock = io.StringIO(), FakeClock()
+    printer = ProgressPrinter(Console(file=out, width=300), clock=clock)
+    cases = [gpu_case(n) for n in "abcdef"]
+    printer("start", cases[0], 0, 6, None)
+    printer("start", cases[1], 1, 6, None)  # two GPUs
+    clock.now = 10.0
+    printer("done", cases[0], 0, 6, Record(cases[0], "ok"))
+    # 10 s a case, 5 cases left (one of them running) over 2 lanes: 25 s, not 50 s
+    assert out.getvalue().splitlines()[-1].endswith("in 10.0s (run 10s, ETA 25s)")
+    printer("start", cases[2], 2, 6, None)
+    assert out.getvalue().splitlines()[-1].endswith("(ETA 20s) ...")  # 4 left from here, 2 at a time
+    one_by_one, clock.now = io.StringIO(), 0.0
+    serial = ProgressPrinter(Console(file=one_by_one, width=300), clock=clock)
+    serial("start", cases[0], 0, 6, None)
+    clock.now = 10.0
+    serial("done", cases[0], 0, 6, Record(cases[0], "ok"))
+    assert one_by_one.getvalue().splitlines()[-1].endswith("(run 10s, ETA 50s)")  # one case at a time: all 5 in a row

@@ -197,6 +197,7 @@ class ProgressPrinter:
         self.clock = clock
         self.run_started = clock()
         self.running: dict[str, tuple[float, Any]] = {}  # case id -> (its start, its live task or None)
+        self.most_running = 1  # the most cases seen running at once: the ETA's lanes (--gpus: the GPUs)
         self.live = None
         self.lock = threading.Lock()
         self.eta = EtaEstimator(history)  # remaining time from this run's cases and the store's (harness/report/eta.py)
@@ -210,9 +211,11 @@ class ProgressPrinter:
                 self._finished(case, index, total, record)
 
     def _started(self, case: Case, index: int, total: int) -> None:
-        eta = fmt_eta(self.eta.remaining_s(total - index, case.suite))
+        started = self.clock()
+        self.most_running = max(self.most_running, len(self.running) + 1)
+        eta = fmt_eta(self.eta.remaining_s(total - index, case.suite, self.most_running))
         text = f"[{index + 1}/{total}] running {case.case_id}" + (f" ({eta})" if eta else "")
-        self.running[case.case_id] = (self.clock(), self._add_live(text))
+        self.running[case.case_id] = (started, self._add_live(text))
 
     def _finished(self, case: Case, index: int, total: int, record: Record) -> None:
         started, task = self.running.pop(case.case_id, (None, None))
@@ -233,7 +236,7 @@ class ProgressPrinter:
             where = "finished"  # no start seen: no time of its own to give
         # a derived case had no "start" (it ran no process) and is not fed to the ETA: its microseconds
         # would pull down the time expected of the cases that do run
-        eta = fmt_eta(self.eta.remaining_s(total - index - 1, case.suite))
+        eta = fmt_eta(self.eta.remaining_s(total - index - 1, case.suite, self.most_running))
         line.append(f" {case.case_id} {where} (run {total_elapsed:.0f}s{', ' + eta if eta else ''})")
         sp = (record.metrics or {}).get("speedup")
         if sp:

@@ -124,11 +124,13 @@ class EtaEstimator:
         weight = 0.5 * min(len(self.durations), WARM_CASES) / WARM_CASES
         return weight * own + (1 - weight) * prior
 
-    def remaining_s(self, remaining_cases: int, suite: str = "") -> float | None:
+    def remaining_s(self, remaining_cases: int, suite: str = "", parallel: int = 1) -> float | None:
+        """`parallel`: cases run at once (`--gpus`: one per GPU), never more than remain."""
         if remaining_cases <= 0:
             return 0.0
         per = self.per_case(suite)
-        return None if per is None else per * remaining_cases * self.process_share()
+        lanes = max(1, min(parallel, remaining_cases))
+        return None if per is None else per * remaining_cases * self.process_share() / lanes
 
 
 def fmt_eta(seconds: float | None) -> str:
