@@ -14,10 +14,13 @@ compiled, the worker's timer and calibration, the policy of the case's suite: a 
 one worker's measurement), with only the work around the rounds changed:
 
   off          nothing between rounds
+  noop         an after_round hook that does nothing (what calling a hook at all does)
   probe        the machine probe's schedule between rounds, as the worker ran it before
                this benchmark (BetweenRounds, a copy; the schedule starts afresh per loop)
-  edges        the probe sampled EDGE_SAMPLES times before the first round and after the
-               last, nothing between rounds
+  edges        the worker's schedule since: ProbeSchedule's samples (EDGE_SAMPLES) right
+               before the first round and after the last, nothing between rounds (the
+               worker also puts the case's warm-up calls between the first edge and the
+               rounds; here the edge comes right before them, the harder test)
   peaks        (allocator devices) the peak reset before and read after every sample
                (RoundPeaks: the worker's GPU memory fold)
   probe+peaks  (allocator devices) both: the worker's GPU way with the probe between rounds
@@ -56,7 +59,6 @@ sys.path.insert(0, str(ROOT))
 # suite's full-size one in bfloat16
 CPU_CASES = ("mlp-classic/forward/inductor/tiny", "mlp-deep/forward/inductor/tiny")
 CUDA_CASES = ("mlp-deep/forward/inductor/tiny", "mlp-deep/forward/inductor/full")
-EDGE_SAMPLES = 3  # probe samples before the rounds and again after them (condition `edges`)
 # the between-rounds schedule's constants as they were (harness/measure/probe.py DEFAULT_BUDGET,
 # MAX_SAMPLES_PER_GAP): a share of the timed seconds, samples per gap at most
 OLD_BUDGET, OLD_SAMPLES_PER_GAP = 0.005, 5
@@ -175,7 +177,7 @@ class Loop:
 
 
 def conditions(rig: Rig) -> list[str]:
-    base = ["off", "probe", "edges"]
+    base = ["off", "noop", "probe", "edges"]
     return base + (["peaks", "probe+peaks", "edges+peaks"] if rig.per_sample_peaks else [])
 
 
@@ -208,7 +210,12 @@ class BetweenRounds:
         self.rounds += 1
 
 
+def noop_hook(seconds: float) -> None:
+    """An after_round hook that does nothing: what calling any hook between rounds costs."""
+
+
 def run_loop(rig: Rig, condition: str) -> Loop:
+    from harness.measure.probe import ProbeSchedule
     from harness.measure.timing import measure_interleaved
     from harness.measure.worker import RoundPeaks
 
@@ -218,16 +225,17 @@ def run_loop(rig: Rig, condition: str) -> Loop:
         rig.state.device.reset_peak_memory()
     gaps: list[int] = []
     after_round = BetweenRounds(rig.probe, rig.probe_cost_s, gaps) if "probe" in parts else None
-    if "edges" in parts:
-        for _ in range(EDGE_SAMPLES):
-            rig.probe.sample()
+    if "noop" in parts:
+        after_round = noop_hook
+    edges = ProbeSchedule(rig.probe) if "edges" in parts else None
+    if edges is not None:
+        edges.before_rounds()
     samples = measure_interleaved(rig.state.variants, rig.timer, rig.policy, inner=rig.state.inner,
                                   after_round=after_round,
                                   before_sample=peaks.before if peaks else None,
                                   after_sample=peaks.after if peaks else None)
-    if "edges" in parts:
-        for _ in range(EDGE_SAMPLES):
-            rig.probe.sample()
+    if edges is not None:
+        edges.after_rounds(sum(sum(v) * rig.state.inner[name] for name, v in samples.items()))
     return Loop(samples, gaps)
 
 

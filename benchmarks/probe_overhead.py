@@ -6,9 +6,10 @@
    wall seconds over the case's timed seconds (`machine_probe.share_of_case`), and over the
    worker's whole wall time, per process.
 2. In this process, on the smoke suite's deep MLP (eager, one thread): the timed loop
-   (`measure_interleaved`, 0.5 s, 50 samples) with the probe schedule and without, in
-   alternating repetitions; the extra wall time of the loop is the probe's cost, timer and
-   scheduling included.
+   (`measure_interleaved`, 0.5 s, 50 samples) with the probe schedule's samples before and
+   after it and without, in alternating repetitions; the extra wall time is the probe's
+   cost, timer included. Whether the probe slows the case's samples (it did between rounds):
+   benchmarks/probe_between_rounds.py.
 """
 
 from __future__ import annotations
@@ -80,9 +81,14 @@ def in_process(reps: int) -> None:
         schedule = None
         if probe:
             p = make_probe("cpu", "cpu", timer)
-            schedule = ProbeSchedule(p, cost_s=p.warm_up())
+            p.warm_up()
+            schedule = ProbeSchedule(p)
         start = time.perf_counter()
-        measure_interleaved(variants, timer, policy, after_round=schedule.after_round if schedule else None)
+        if schedule:
+            schedule.before_rounds()
+        samples = measure_interleaved(variants, timer, policy)
+        if schedule:
+            schedule.after_rounds(sum(sum(v) for v in samples.values()))
         walls["with probe" if probe else "without"].append(time.perf_counter() - start)
         if schedule:
             shares.append(schedule.probe.spent_s / schedule.timed_s)

@@ -200,4 +200,8 @@ def test_the_worker_records_contention_for_the_timed_rounds():
     probe = record.metrics["machine_probe"]
     assert probe["threads"] == block["threads"]
     assert probe["version"] == ("cpu-2" if block["threads"] == 1 else f"cpu-2x{block['threads']}")
+    # before the warm-up and after the rounds: enough samples for compare even in a case this short
+    from harness.measure.probe import EDGE_SAMPLES, kernel_medians
+
+    assert probe["n"] == 2 * EDGE_SAMPLES and kernel_medians(probe) is not None
     assert not [t for t in threading.enumerate() if t.name.startswith("probe-gang")]

@@ -8,7 +8,7 @@ import pytest
 
 import harness.measure.worker as worker
 from harness.measure.devices import CpuDevice, Device
-from harness.measure.probe import MachineProbe, ProbeKernel
+from harness.measure.probe import EDGE_SAMPLES, MachineProbe, ProbeKernel
 from harness.measure.timing import HostTimer, StopPolicy, measure_interleaved
 from harness.model.payloads import Timing
 from harness.model.schema import Case
@@ -143,7 +143,7 @@ def test_fold_reports_each_variants_peak_and_rise_and_matches_the_pass(gpu, monk
     state = case_state(device, clock, {"eager": variant(device, clock, [300 * MiB]),
                                        "compiled": variant(device, clock, [120 * MiB])})
     worker.measure(state)
-    assert state.record.metrics["machine_probe"]["n"] >= 1  # the probe sampled between rounds
+    assert state.record.metrics["machine_probe"]["n"] == 2 * EDGE_SAMPLES  # before and after the rounds
     assert device.in_use == model.nbytes  # the probe's buffers went with measure()
     passes = {name: worker.memory_pass(device, fn) for name, fn in state.variants.items()}
     monkeypatch.setattr(worker, "memory_pass", lambda *a: pytest.fail("the fold should replace the pass"))
@@ -160,6 +160,32 @@ def test_fold_reports_each_variants_peak_and_rise_and_matches_the_pass(gpu, monk
     block = state.record.metrics["memory_rounds"]
     assert block["probe_resident_bytes"] == PROBE_RESIDENT and block["reads"] == {"eager": 6, "compiled": 6}
     assert set(block["spent_s"]) == {"eager", "compiled"}
+
+
+def test_the_probe_samples_before_the_warm_up_and_after_the_rounds_never_between(gpu, monkeypatch):
+    """measure()'s order on an allocator device: the probe (warm-up, then its first edge),
+    the case's untimed warm-up calls, the timed samples each inside a peak reset and read
+    with nothing else between them, then the probe's second edge."""
+    device, clock = gpu
+    log: list[str] = []
+
+    def logging_probe(device_type, torch_device, timer, clock_=None, threads=1):
+        return MachineProbe([ProbeKernel("gemm", lambda: log.append("probe"), 1)], timer, "fake-1", clock)
+
+    monkeypatch.setattr(worker, "make_probe", logging_probe)
+    monkeypatch.setattr(device, "reset_peak_memory", lambda: log.append("reset") or 0)
+    monkeypatch.setattr(device, "peak_memory", lambda: log.append("read") or 0)
+    state = case_state(device, clock, {name: (lambda name=name: log.append(name)) for name in ("eager", "compiled")})
+    worker.measure(state)
+    first_call = log.index("eager")
+    before, rest = log[:first_call], log[first_call:]
+    assert before == ["reset"] + ["probe"] * (1 + 3 + EDGE_SAMPLES) + ["reset"]  # kernel warm-up, 3 passes, edge
+    assert rest[:2] == ["eager", "compiled"]  # the case's warm-up (policy warmup=1), untimed
+    timed = rest[2:len(rest) - EDGE_SAMPLES]
+    assert rest[len(rest) - EDGE_SAMPLES:] == ["probe"] * EDGE_SAMPLES
+    assert "probe" not in timed and len(timed) == 2 * 6 * 3  # (reset, call, read) for each of the 12 samples
+    assert timed[:3] == ["reset", "eager", "read"] and timed[-3:] == ["reset", "eager", "read"]
+    assert state.record.metrics["machine_probe"]["n"] == 2 * EDGE_SAMPLES
 
 
 def test_fold_keeps_the_highest_samples_peak_with_its_own_rise(gpu):

@@ -1,4 +1,4 @@
-"""The machine-speed probe: its budget, its place between timed rounds, its score."""
+"""The machine-speed probe: its place before and after the timed rounds, its kernels, its score."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 
 from harness.measure.probe import (
     CPU_PROBE_VERSION,
+    EDGE_SAMPLES,
     GPU_PROBE_VERSION,
-    MAX_SAMPLES_PER_GAP,
     MIN_SAMPLES,
     MachineProbe,
     ProbeKernel,
@@ -46,62 +46,24 @@ def _fake_probe(clock: FakeClock, kernel_s: float = 1e-4) -> MachineProbe:
     return MachineProbe(kernels, timer, "test-1", clock)
 
 
-@pytest.mark.parametrize("round_s", [1e-4, 1e-3, 2e-2])
-def test_schedule_keeps_the_probe_within_its_budget(round_s):
-    """Whatever the case's round length, the probe's spend ends within one probe sample of
-    budget x the case's timed seconds, and it samples throughout (not all at the start)."""
+def test_schedule_samples_before_the_rounds_and_after_them_only():
+    """EDGE_SAMPLES samples at each edge: enough for compare (MIN_SAMPLES) however short
+    the case, and nothing in between (a sample between rounds slowed the next ones)."""
     clock = FakeClock()
     probe = _fake_probe(clock)  # one sample costs 3 kernels x 2 calls x 0.1 ms = 0.6 ms
-    schedule = ProbeSchedule(probe, budget=0.01)
-    rounds = int(2.0 / round_s)  # two seconds of case time
-    when = []  # the round after which each sample was taken
-    for i in range(rounds):
-        before = len(probe.samples.get("a", []))
-        schedule.after_round(round_s)
-        when += [i] * (len(probe.samples.get("a", [])) - before)
-    assert probe.spent_s <= 0.01 * schedule.timed_s + 6e-4 + 1e-12
-    assert probe.spent_s >= 0.01 * schedule.timed_s - 6e-4 - max(round_s * 0.01, 1e-12)
-    assert when and when[-1] > rounds * 0.9  # still sampling near the end
+    schedule = ProbeSchedule(probe)
+    schedule.before_rounds()
+    assert len(probe.samples["a"]) == EDGE_SAMPLES
+    clock.run(2.0)  # the case's rounds: the probe is not called
+    schedule.after_rounds(2.0)
     data = probe.to_dict(schedule.timed_s)
-    assert data["n"] == len(when) and data["share_of_case"] == pytest.approx(probe.spent_s / 2.0)
+    assert data["n"] == 2 * EDGE_SAMPLES >= MIN_SAMPLES
+    assert data["spent_s"] == pytest.approx(2 * EDGE_SAMPLES * 6e-4)
+    assert data["share_of_case"] == pytest.approx(probe.spent_s / 2.0)
+    assert probe_score(probe_block({"machine_probe": data})) == pytest.approx(1e-4)
 
 
-def test_a_case_of_few_long_rounds_still_gets_enough_probe_samples():
-    """Three 1-second rounds (an SDXL image each): three gaps, but the budget pays for many
-    samples; the schedule takes several per gap, so compare can trust the probe (MIN_SAMPLES),
-    and the spend stays within the budget."""
-    clock = FakeClock()
-    probe = _fake_probe(clock)  # 0.6 ms a sample
-    schedule = ProbeSchedule(probe, budget=0.005, cost_s=probe.warm_up())
-    for _ in range(3):
-        clock.run(1.0)
-        schedule.after_round(1.0)
-    data = probe.to_dict(schedule.timed_s)
-    assert data["n"] >= MIN_SAMPLES
-    assert data["n"] <= 3 * MAX_SAMPLES_PER_GAP
-    assert probe.spent_s <= 0.005 * schedule.timed_s + 1e-12
-
-
-def test_a_preempted_probe_sample_does_not_stop_the_probe():
-    """The first probe sample waits 50 ms for a core (a neighbour): the schedule budgets the
-    probe's nominal cost, so it keeps sampling through the rest of the case."""
-    clock = FakeClock()
-    probe = _fake_probe(clock)
-    schedule = ProbeSchedule(probe, budget=0.01, cost_s=probe.warm_up())
-    assert schedule.cost_s == pytest.approx(6e-4, rel=0.2)
-    calls = []
-
-    def slow_once():
-        calls.append(1)
-        clock.run(0.05 if len(calls) == 1 else 1e-4)
-
-    probe.kernels = [type(probe.kernels[0])("a", slow_once, 2), *probe.kernels[1:]]
-    for _ in range(2000):
-        schedule.after_round(1e-3)
-    assert len(calls) >= 25 and len(probe.samples["a"]) >= 25  # ~ 2 s x 1% / 0.6 ms: sampled on after the wait
-
-
-def test_probe_runs_between_timed_rounds_never_inside_one():
+def test_the_after_round_hook_runs_between_timed_rounds_never_inside_one():
     log = []
 
     def timer(fn, inner):
@@ -118,7 +80,7 @@ def test_probe_runs_between_timed_rounds_never_inside_one():
     for entry in log:
         depth += entry == "start"
         depth -= entry == "end"
-        assert not (entry.startswith("probe") and depth), "probe ran inside a timed region"
+        assert not (entry.startswith("probe") and depth), "the hook ran inside a timed region"
 
 
 def test_probe_score_is_the_geomean_of_kernel_medians():
@@ -280,9 +242,9 @@ def test_a_probe_sample_that_fails_stops_the_probe_not_the_case():
             raise RuntimeError("probe gang timed out")
 
     probe = MachineProbe([ProbeKernel("a", flaky, 1)], lambda fn, inner: (fn(), 1e-4)[1], "test-1", clock)
-    schedule = ProbeSchedule(probe, budget=1.0, cost_s=1e-4)
-    for _ in range(10):
-        schedule.after_round(1.0)  # would raise into the timed loop without the guard
+    schedule = ProbeSchedule(probe, edge_samples=5)
+    schedule.before_rounds()  # would raise into the case without the guard
+    schedule.after_rounds(1.0)
     block = probe.to_dict()
     assert block["samples_s"]["a"] == [1e-4] * 3 and block["sample_error"] == "RuntimeError: probe gang timed out"
     assert calls["n"] == 4  # no further tries after the failure

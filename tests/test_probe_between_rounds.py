@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from harness.measure.probe import EDGE_SAMPLES
 from harness.measure.timing import HostTimer, StopPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,6 +32,7 @@ class FakeProbe:
     """Counts samples; each costs `cost_s` of (fake) probe time."""
 
     version = "fake-1"
+    sample_error = None
 
     def __init__(self, cost_s: float = 1e-3) -> None:
         self.cost_s = cost_s
@@ -74,9 +76,9 @@ def rig_with(log: list[str], allocator: bool, probe: FakeProbe, rounds: int = 12
 
 
 def test_the_allocator_conditions_exist_only_where_the_peak_is_read_per_sample():
-    assert pbr.conditions(rig_with([], False, FakeProbe())) == ["off", "probe", "edges"]
+    assert pbr.conditions(rig_with([], False, FakeProbe())) == ["off", "noop", "probe", "edges"]
     assert pbr.conditions(rig_with([], True, FakeProbe())) == [
-        "off", "probe", "edges", "peaks", "probe+peaks", "edges+peaks"]
+        "off", "noop", "probe", "edges", "peaks", "probe+peaks", "edges+peaks"]
 
 
 def test_edges_sample_the_probe_before_the_first_round_and_after_the_last_only():
@@ -84,7 +86,7 @@ def test_edges_sample_the_probe_before_the_first_round_and_after_the_last_only()
     probe = FakeProbe()
     probe.calls = log  # one log: where the samples fall among the timed calls
     loop = pbr.run_loop(rig_with(log, False, probe), "edges")
-    k = pbr.EDGE_SAMPLES
+    k = EDGE_SAMPLES
     assert log[:k] == ["sample"] * k and log[-k:] == ["sample"] * k
     assert "sample" not in log[k:-k] and len(log[k:-k]) == 24
     assert loop.probe_gaps == [] and len(loop.samples["eager"]) == 12

@@ -9,10 +9,10 @@ cannot move it either; the GPU set has to use the device through torch, so compa
 only between runs of one torch build (`probe_uses_torch`). compare (harness/analysis/compare.py) reads them: the probe moved -> machine drift,
 normalised out; the probe steady and eager moved -> a real whole-model change.
 
-The kernels run between the case's timed rounds (`ProbeSchedule`), never inside one, and
-only while their total time stays under a budget share of the case's timed time, so the
-probe costs a bounded share of the case's measurement (benchmarks/probe_overhead.py
-measures it) and samples the machine at the same moments as the case.
+The kernels run before the case's timed rounds and after them (`ProbeSchedule`), never
+inside a round nor between two: a probe sample between rounds, though outside the timer,
+slowed the samples after it (benchmarks/probe_between_rounds.py). Six samples a process,
+a few milliseconds of wall time (benchmarks/probe_overhead.py measures it).
 
 Changing a kernel changes what the numbers mean: bump its set's version. compare only
 normalises with probes of the same version on both sides.
@@ -30,13 +30,11 @@ from typing import Any
 
 CPU_PROBE_VERSION = "cpu-2"  # cpu-1 (before 2026-11-30 19:00) timed torch ops
 GPU_PROBE_VERSION = "gpu-1"
-# share of the case's timed seconds the probe may spend; the schedule keeps below it
-DEFAULT_BUDGET = 0.005
 # one probe kernel call lasts about this long (tiny kernels time mostly the timer itself)
 KERNEL_TARGET_S = 50e-6
 PROBE_KEY = "machine_probe"  # where the worker stores it in record.metrics
 MIN_SAMPLES = 5  # per kernel, before compare trusts a process's probe
-MAX_SAMPLES_PER_GAP = MIN_SAMPLES  # probe samples the schedule may take between two rounds
+EDGE_SAMPLES = 3  # probe samples before the timed rounds, and again after them: MIN_SAMPLES and one more
 GANG_TIMEOUT_S = 60.0  # a multi-thread probe call that waits this long for its threads fails
 
 
@@ -213,7 +211,7 @@ class MachineProbe:
     kernels: Sequence[ProbeKernel]
     timer: Callable[[Callable[[], Any], int], float]  # (fn, inner) -> seconds per call
     version: str
-    clock: Callable[[], int] = time.perf_counter_ns  # injectable: tests check the budget without sleeping
+    clock: Callable[[], int] = time.perf_counter_ns  # injectable: tests count the cost without sleeping
     samples: dict[str, list[float]] = field(default_factory=dict)
     spent_s: float = 0.0  # wall seconds spent probing, timer overhead included
     threads: int = 1  # threads the kernels run on (the case's)
@@ -227,8 +225,8 @@ class MachineProbe:
 
     def warm_up(self, passes: int = 3) -> float:
         """Run every kernel once, then `passes` unrecorded samples exactly as `sample()` takes
-        them (timer and sync included); return the cheapest pass's wall seconds: the
-        schedule's cost estimate, the cheapest so that one preempted pass cannot inflate it."""
+        them (timer and sync included); return the cheapest pass's wall seconds (what one
+        sample costs; the cheapest, so that one preempted pass cannot inflate it)."""
         for k in self.kernels:
             k.fn()
         cheapest = math.inf
@@ -265,38 +263,37 @@ def make_probe(device_type: str, torch_device: str, timer: Callable[[Callable[[]
 
 @dataclass
 class ProbeSchedule:
-    """Decides after each timed round how often to probe: while the probe's typical cost
-    (samples taken x the median sample's cost; the warm-up's cheapest pass until three
-    samples exist) is under `budget` of the case's timed seconds so far. Typical, not
-    summed: on a loaded machine one probe sample can be preempted for milliseconds, and
-    counting that wait (the case would have waited too) would stop the probe exactly when
-    the machine drifts. The record reports the measured share (`share_of_case`) too."""
+    """When the probe samples: `edge_samples` times before the case's timed rounds and as
+    many times after them, never between two rounds. A probe sample between rounds, though
+    outside the timer, slowed the samples after it: on a 2-core CPU the sample right after
+    one was 1.6-7.6x (eager) and 3.5-19x (compiled) the others' median for a tiny MLP, and
+    the case's medians moved +0.5-1.6% / +1.1-3.1%, even its per-round budget check alone
+    (benchmarks/probe_between_rounds.py, docs/GATING.md); at the edges: nothing measurable.
+    The worker takes the first edge before the case's warm-up calls, so untimed calls
+    separate it from the first timed sample too. Six samples in all, cheap (a few hundred
+    microseconds each) and enough for compare (MIN_SAMPLES); what the record's samples
+    describe is the machine right before and right after the case's rounds."""
 
     probe: MachineProbe
-    budget: float = DEFAULT_BUDGET
-    cost_s: float = math.inf  # cost estimate before three samples exist (warm_up()'s answer)
-    timed_s: float = 0.0
-    _costs: list[float] = field(default_factory=list)
+    edge_samples: int = EDGE_SAMPLES
+    timed_s: float = 0.0  # the case's timed seconds, for the record's share_of_case
 
-    def typical_cost(self) -> float:
-        if len(self._costs) >= 3:
-            return statistics.median(self._costs)
-        return self.cost_s if math.isfinite(self.cost_s) else 0.0
+    def before_rounds(self) -> None:
+        self._take()
 
-    def after_round(self, round_seconds: float) -> None:
-        self.timed_s += round_seconds
-        # several samples in one gap when the budget allows: a case of a few long rounds (an
-        # SDXL image, a 64-token decode) has too few gaps to reach MIN_SAMPLES one at a time
-        for _ in range(MAX_SAMPLES_PER_GAP):
-            if self.probe.sample_error or (len(self._costs) + 1) * self.typical_cost() > self.budget * self.timed_s:
+    def after_rounds(self, timed_s: float) -> None:
+        self.timed_s = timed_s
+        self._take()
+
+    def _take(self) -> None:
+        for _ in range(self.edge_samples):
+            if self.probe.sample_error:
                 return
-            before = self.probe.spent_s
             try:
                 self.probe.sample()
             except Exception as exc:  # noqa: BLE001 - a probe failure is data: sampling stops, the case goes on
                 self.probe.sample_error = f"{type(exc).__name__}: {exc}"[:500]
                 return
-            self._costs.append(self.probe.spent_s - before)
 
 
 # ---------------------------------------------------------------- reading a record's probe

@@ -44,8 +44,7 @@ class WorkerSpec:
     max_memory_bytes: int | None = None  # RLIMIT_AS of a CPU case (harness/run/isolation.py)
     warm_compile: bool = False  # the runner runs a second, compile-only process after a good case
     mode: str | None = None  # "warm_compile": that second process
-    probe: bool = True  # the machine-speed probe between timed rounds
-    probe_budget: float | None = None
+    probe: bool = True  # the machine-speed probe, before and after the timed rounds
     preload: bool = True  # may start from a preloaded fork server (a cold-start row may not)
     payload: Mapping[str, Any] = field(default_factory=dict)  # a non-case task's input
 
@@ -64,9 +63,8 @@ class WorkerSpec:
             "isa_cache_dir": self.isa_cache_dir, "seed": self.seed, "limits": {"max_memory_bytes": self.max_memory_bytes},
             "warm_compile": self.warm_compile, "probe": self.probe, "preload": self.preload, "payload": dict(self.payload),
         }
-        for key in ("mode", "probe_budget"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
+        if self.mode is not None:
+            out["mode"] = self.mode
         return out
 
     @classmethod

@@ -97,13 +97,16 @@ def measure_interleaved(
 ) -> dict[str, list[float]]:
     """Return raw per-call seconds per variant. Order alternates every round (ABBA...) so
     neither variant always runs right after the other. `after_round(seconds timed in the
-    round)` runs between rounds, outside every timed region (the machine-speed probe).
+    round)` runs between rounds, outside every timed region; the worker passes none: work
+    between rounds, even the old probe schedule's per-round budget check, slowed the next
+    samples of tiny CPU cases (benchmarks/probe_between_rounds.py), so its probe samples
+    before and after the rounds.
     `cpu_samples`, when given, receives each sample's process CPU seconds from timers that
     report them (`last_cpu_s`), index-aligned with the wall samples.
     `before_sample(variant)` and `after_sample(variant)` run right before and right after
     each timed sample, outside the timer: the before-hook after the previous round's
     `after_round`, so what that hook does is never inside a before/after pair (the worker
-    reads the allocator's peak memory of each sample this way)."""
+    reads the allocator's peak memory of each sample this way on GPUs)."""
     names = list(variants)
     for name in names:
         for _ in range(policy.warmup):

@@ -26,7 +26,7 @@ from typing import Any
 
 from compiler import CompilerConfig
 from harness.measure.contention import CONTENTION_KEY, ContentionMeter
-from harness.measure.probe import DEFAULT_BUDGET, PROBE_KEY, ProbeSchedule, make_probe
+from harness.measure.probe import PROBE_KEY, ProbeSchedule, make_probe
 from harness.measure.spec import CASE_TASK, WorkerSpec, task_function
 from harness.measure.timing import (
     Clock,
@@ -507,42 +507,45 @@ def accuracy(state: CaseState) -> None:
 
 def measure(state: CaseState) -> None:
     """Warm-up, then interleaved timed rounds of every variant (raw samples kept), with the
-    machine-speed probe sampled between rounds (harness/measure/probe.py) and the threads'
-    run-queue wait read around them (harness/measure/contention.py)."""
+    machine-speed probe sampled before the warm-up and after the rounds (ProbeSchedule,
+    harness/measure/probe.py) and the threads' run-queue wait read around them
+    (harness/measure/contention.py). Nothing runs between two rounds but, on an allocator
+    device, the peak reset and read around each sample (RoundPeaks)."""
     device, policy = state.device, state.policy
     timer: Callable[[Callable[[], Any], int], float]
     if device.has_events:
         timer = EventTimer(device.event_pair, device.synchronize)
     else:
         timer = HostTimer(device.synchronize, state.clock)
+    threads = case_threads(device)
+    refusal = memory_fold_refusal(device)
+    per_sample = refusal is None and device.memory_kind in PER_SAMPLE_PEAK_KINDS
+    # the probe first: its samples between rounds slowed the samples after them, so its
+    # first edge comes before the warm-up, whose untimed calls stand between it and the rounds
+    before_probe = device.reset_peak_memory() if per_sample else None
+    probe = _start_probe(state.spec, device, timer, state.clock, threads)
+    # what the probe keeps allocated through the rounds (its GEMM operands, copy buffers)
+    resident = device.reset_peak_memory() - before_probe if before_probe is not None else 0
     for _ in range(policy.warmup):
         for fn in state.variants.values():
             fn()
     state.warm_snapshot = state.observer.snapshot() if state.observer else None
     state.inner = {name: calibrate_inner(timer, fn, policy.target_sample_s) for name, fn in state.variants.items()}
-    threads = case_threads(device)
-    refusal = memory_fold_refusal(device)
     gc_start = state.clock()
-    before_probe = _in_use_bytes(device) if refusal is None and device.memory_kind in PER_SAMPLE_PEAK_KINDS else None
+    if per_sample:
+        gc.collect()  # as memory_pass does before its reset
     gc_s = (state.clock() - gc_start) / 1e9
-    probe = _start_probe(state.spec, device, timer, state.clock, threads)
-    peaks, window = _round_memory(state, refusal, before_probe, gc_s)
+    peaks, window = _round_memory(state, refusal, resident if per_sample else None, gc_s)
     state.round_peaks = peaks or window
     state.cpu_samples = {}
     # contention (harness/measure/contention.py): schedstat read before and after the rounds only:
     # a read between rounds, though outside the timer, slowed the next samples of tiny CPU cases
     # (mlp-classic forward inductor tiny speedup 0.324x -> 0.273x, 3 processes a side, 2-core box)
     meter = ContentionMeter(threads).start()
-    hooks = [probe.after_round] if isinstance(probe, ProbeSchedule) else []
-
-    def between_rounds(seconds: float) -> None:
-        for hook in hooks:
-            hook(seconds)
-
     if window is not None:
         window.start()
     state.samples = measure_interleaved(state.variants, timer, replace(policy, warmup=0), state.clock, state.inner,
-                                        after_round=between_rounds, cpu_samples=state.cpu_samples,
+                                        cpu_samples=state.cpu_samples,
                                         before_sample=peaks.before if peaks else None,
                                         after_sample=peaks.after if peaks else None)
     if window is not None:
@@ -551,31 +554,24 @@ def measure(state: CaseState) -> None:
     if state.round_peaks is not None:
         state.record.metrics[MEMORY_ROUNDS_KEY] = state.round_peaks.to_dict()
     if isinstance(probe, ProbeSchedule):
+        probe.after_rounds(sum(sum(v) * state.inner[name] for name, v in state.samples.items()))
         state.record.metrics[PROBE_KEY] = probe.probe.to_dict(probe.timed_s)
         probe.probe.close()
     elif probe:
         state.record.metrics[PROBE_KEY] = {"error": probe}
 
 
-def _round_memory(state: CaseState, refusal: str | None, before_probe: int | None,
+def _round_memory(state: CaseState, refusal: str | None, probe_resident: int | None,
                   gc_s: float) -> tuple[RoundPeaks | None, RoundsWindowPeak | None]:
-    """How the rounds read the peak: around each sample (an allocator, `before_probe` its
-    bytes in use before the probe started), around all of them (the CPU's RSS mark), or not
-    at all (`refusal`, recorded: the memory phase takes a pass)."""
+    """How the rounds read the peak: around each sample (an allocator, `probe_resident` the
+    bytes the probe holds through the rounds), around all of them (the CPU's RSS mark), or
+    not at all (`refusal`, recorded: the memory phase takes a pass)."""
     if refusal is not None:
         state.record.metrics[MEMORY_ROUNDS_KEY] = {"refused": refusal}
         return None, None
-    if before_probe is not None:
-        # what the probe keeps allocated through the rounds (its GEMM operands, copy buffers)
-        resident = state.device.reset_peak_memory() - before_probe
-        return RoundPeaks(state.device, resident_bytes=resident, clock=state.clock, gc_s=gc_s), None
+    if probe_resident is not None:
+        return RoundPeaks(state.device, resident_bytes=probe_resident, clock=state.clock, gc_s=gc_s), None
     return None, RoundsWindowPeak(state.device, clock=state.clock)
-
-
-def _in_use_bytes(device: Any) -> int:
-    """Bytes in use before the rounds, garbage collected as memory_pass does."""
-    gc.collect()
-    return device.reset_peak_memory()
 
 
 def case_threads(device: Any) -> int:
@@ -588,7 +584,8 @@ def case_threads(device: Any) -> int:
 
 def _start_probe(spec: WorkerSpec, device: Any, timer: Any, clock: Clock,
                  threads: int = 1) -> ProbeSchedule | str | None:
-    """The machine-speed probe's schedule, kernels warmed up, on the case's `threads` (a
+    """The machine-speed probe's schedule, kernels warmed up and the samples before the
+    rounds taken, on the case's `threads` (a
     one-thread probe misses a neighbour that oversubscribes a multi-thread case); None when
     switched off (spec "probe": false); "Type: message" when it could not start: the case
     still runs, and compare has no probe for it."""
@@ -596,10 +593,12 @@ def _start_probe(spec: WorkerSpec, device: Any, timer: Any, clock: Clock,
         return None
     try:
         probe = make_probe(device.type, device.torch_name, timer, clock, threads=threads)
-        cost_s = probe.warm_up()
+        probe.warm_up()
     except Exception as exc:  # noqa: BLE001 - a probe failure is data, not a case failure
         return f"{type(exc).__name__}: {exc}"[:500]
-    return ProbeSchedule(probe, budget=float(DEFAULT_BUDGET if spec.probe_budget is None else spec.probe_budget), cost_s=cost_s)
+    schedule = ProbeSchedule(probe)
+    schedule.before_rounds()
+    return schedule
 
 
 def memory(state: CaseState) -> None:
