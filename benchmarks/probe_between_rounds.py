@@ -2,8 +2,9 @@
 the samples that follow it? Measured in one process, so a busy neighbour hits every condition alike.
 
     PYTHONPATH=$PWD python3 benchmarks/probe_between_rounds.py --blocks 40   # CPU: ~100 s on 2 busy cores
-    PYTHONPATH=$PWD python3 benchmarks/probe_between_rounds.py --device cuda --blocks 16 --out $OUT/pbr.json
-        # one H200: about 60-90 s (two compiles, then 16 block sets of 6 loops a case), under 120 s
+    PYTHONPATH=$PWD python3 benchmarks/probe_between_rounds.py --device cuda --blocks 12 --max-wall-s 100 --out $OUT/pbr.json
+        # one H200: about 60-90 s (two compiles, then 12 block sets of 7 loops a case); --max-wall-s
+        # cuts the block sets short (3 at least) so that the run stays under 120 s
 
 Each case is built by the worker's own phases (harness/measure/worker.py PHASES: setup,
 isa_probe, build, eager first call, compile, accuracy) in this process, planned as the
@@ -32,7 +33,8 @@ latency, and the change against `off`: the median over block sets of the paired 
 Mann-Whitney p-value on the loop medians. A CI that excludes 1.00 is a perturbation.
 `next/rest` (probe conditions): within the loops, the median of the samples of the round
 right after a gap in which the probe sampled over the median of the other samples (the
-direct view: the sample after the probe); `gaps` how many such gaps there were per loop.
+direct view: the sample after the probe); `gaps` how many such gaps there were per loop;
+`hook us` (peak conditions) the host microseconds the reset and read cost per sample.
 The load average before and after is printed (the box's load, which the pairing absorbs).
 Without CUDA, `--device cuda` exits 2 with one line saying so.
 """
@@ -63,6 +65,7 @@ CUDA_CASES = ("mlp-deep/forward/inductor/tiny", "mlp-deep/forward/inductor/full"
 # MAX_SAMPLES_PER_GAP): a share of the timed seconds, samples per gap at most
 OLD_BUDGET, OLD_SAMPLES_PER_GAP = 0.005, 5
 CPU_POLICY_SUITE, CUDA_POLICY_SUITE = "smoke", "gpu"
+MIN_BLOCKS = 3  # block sets a CI needs at the least
 CUDA_MIN_TIME_S = 0.25  # a shorter loop than the gpu suite's 1 s: more loops in the device budget
 
 
@@ -71,14 +74,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--case", action="append", dest="cases", metavar="WORKLOAD/SCENARIO/COMPILER/SIZE",
                    help=f"repeatable; default on cpu: {', '.join(CPU_CASES)}; on cuda: {', '.join(CUDA_CASES)}")
-    p.add_argument("--blocks", type=int, default=None, help="block sets per case (default: 40 on cpu, 16 on cuda)")
+    p.add_argument("--blocks", type=int, default=None, help="block sets per case (default: 40 on cpu, 12 on cuda)")
     p.add_argument("--min-time-s", type=float, default=None,
                    help=f"timed seconds per loop (default: the suite's on cpu, {CUDA_MIN_TIME_S} on cuda)")
+    p.add_argument("--max-wall-s", type=float, default=None,
+                   help="stop each case's block sets (after 3 at least) once the run is past its share of this")
     p.add_argument("--dtype", help="default: float32 on cpu, bfloat16 on cuda (the gpu suite's)")
     p.add_argument("--out", help="write the JSON (loop medians, ratios, load) here")
     args = p.parse_args(argv)
-    args.blocks = args.blocks if args.blocks is not None else (40 if args.device == "cpu" else 16)
-    if args.blocks < 3:
+    args.blocks = args.blocks if args.blocks is not None else (40 if args.device == "cpu" else 12)
+    if args.blocks < MIN_BLOCKS:
         p.error("--blocks must be at least 3 (a CI needs several block sets)")
     return args
 
@@ -174,6 +179,7 @@ class Loop:
 
     samples: dict[str, list[float]]
     probe_gaps: list[int] = field(default_factory=list)  # round indices after which the probe sampled
+    hook_s: dict[str, float] = field(default_factory=dict)  # per variant: seconds per sample in the peak hooks
 
 
 def conditions(rig: Rig) -> list[str]:
@@ -236,21 +242,27 @@ def run_loop(rig: Rig, condition: str) -> Loop:
                                   after_sample=peaks.after if peaks else None)
     if edges is not None:
         edges.after_rounds(sum(sum(v) * rig.state.inner[name] for name, v in samples.items()))
-    return Loop(samples, gaps)
+    hook_s = {name: peaks.spent_s[name] / len(samples[name]) for name in peaks.spent_s} if peaks else {}
+    return Loop(samples, gaps, hook_s)
 
 
-def measure_case(rig: Rig, blocks: int, progress: Callable[[str], None]) -> dict[str, Any]:
-    """`blocks` block sets, every condition once per set, the order rotating."""
+def measure_case(rig: Rig, blocks: int, progress: Callable[[str], None],
+                 deadline: float = float("inf")) -> dict[str, Any]:
+    """`blocks` block sets, every condition once per set, the order rotating; fewer (3 at
+    least) once time.perf_counter() passes `deadline` (the run's --max-wall-s share)."""
     names = conditions(rig)
     medians: dict[str, dict[str, list[float]]] = {c: {v: [] for v in rig.state.variants} for c in names}
     next_rest: dict[str, dict[str, list[float]]] = {c: {v: [] for v in rig.state.variants} for c in names}
     gaps: dict[str, list[int]] = {c: [] for c in names}
     rounds: dict[str, list[int]] = {c: [] for c in names}
+    hook_s: dict[str, dict[str, list[float]]] = {c: {v: [] for v in rig.state.variants} for c in names}
     for block in range(blocks):
         shift = block % len(names)
         for condition in names[shift:] + names[:shift]:
             loop = run_loop(rig, condition)
             rounds[condition].append(min(len(s) for s in loop.samples.values()))
+            for variant, seconds in loop.hook_s.items():
+                hook_s[condition][variant].append(seconds)
             gaps[condition].append(len(loop.probe_gaps))
             for variant, values in loop.samples.items():
                 medians[condition][variant].append(statistics.median(values))
@@ -258,8 +270,11 @@ def measure_case(rig: Rig, blocks: int, progress: Callable[[str], None]) -> dict
                 if ratio is not None:
                     next_rest[condition][variant].append(ratio)
         progress(f"block set {block + 1}/{blocks}")
+        if block + 1 >= MIN_BLOCKS and time.perf_counter() > deadline:
+            progress(f"stopped after {block + 1} block sets: past this case's share of --max-wall-s")
+            break
     return {"conditions": names, "loop_medians_s": medians, "next_over_rest": next_rest,
-            "probe_gaps": gaps, "rounds": rounds, "inner": dict(rig.state.inner),
+            "probe_gaps": gaps, "rounds": rounds, "hook_s": hook_s, "inner": dict(rig.state.inner),
             "probe_cost_s": rig.probe_cost_s, "probe_version": rig.probe.version}
 
 
@@ -301,20 +316,23 @@ def summarise(result: dict[str, Any]) -> list[dict[str, Any]]:
                 row.update(paired_change(values, med["off"][variant]))
             nr = result["next_over_rest"][condition][variant]
             row["next_over_rest"] = statistics.median(nr) if nr else None
+            hooks = result["hook_s"][condition][variant]
+            row["hook_us"] = 1e6 * statistics.median(hooks) if hooks else None
             rows.append(row)
     return rows
 
 
-def print_table(case_id: str, rows: list[dict[str, Any]]) -> None:
-    print(f"\n{case_id}")
+def print_table(case_id: str, rows: list[dict[str, Any]], block_sets: int) -> None:
+    print(f"\n{case_id} ({block_sets} block sets)")
     print(f"  {'variant':9s} {'condition':12s} {'median us':>10s} {'vs off':>7s} {'95% CI':>15s} {'MW p':>7s} "
-          f"{'rounds':>7s} {'gaps':>5s} {'next/rest':>9s}")
+          f"{'rounds':>7s} {'gaps':>5s} {'next/rest':>9s} {'hook us':>8s}")
     for r in rows:
         change = (f"{r['ratio']:7.3f} [{r['ci'][0]:.3f},{r['ci'][1]:.3f}] {r['mw_p']:7.3f}" if "ratio" in r
                   else f"{'-':>7s} {'-':>15s} {'-':>7s}")
         nr = f"{r['next_over_rest']:9.3f}" if r["next_over_rest"] is not None else f"{'-':>9s}"
+        hook = f"{r['hook_us']:8.1f}" if r["hook_us"] is not None else f"{'-':>8s}"
         print(f"  {r['variant']:9s} {r['condition']:12s} {r['median_us']:10.2f} {change} "
-              f"{r['rounds']:7.0f} {r['gaps']:5.0f} {nr}")
+              f"{r['rounds']:7.0f} {r['gaps']:5.0f} {nr} {hook}")
 
 
 def load_average() -> str:
@@ -343,20 +361,24 @@ def main(argv: list[str] | None = None) -> int:
                                   f"(load {load_average()})", flush=True)
 
     out: dict[str, Any] = {"device": args.device, "blocks": args.blocks, "load_before": load_before, "cases": {}}
-    for case_text in args.cases or list(CUDA_CASES if args.device == "cuda" else CPU_CASES):
+    case_texts = args.cases or list(CUDA_CASES if args.device == "cuda" else CPU_CASES)
+    for i, case_text in enumerate(case_texts):
+        # a case's block sets may run until its share of --max-wall-s (the builds included) is spent
+        deadline = started + args.max_wall_s * (i + 1) / len(case_texts) if args.max_wall_s else float("inf")
         spec, policy = plan(case_text, args)
         case_id = spec.case.case_id
         state = build_case(spec)
         progress(case_id)(f"built and compiled (threads {case_threads(state.device)}, policy {policy})")
         rig = make_rig(state)
         try:
-            result = measure_case(rig, args.blocks, progress(case_id))
+            result = measure_case(rig, args.blocks, progress(case_id), deadline)
         finally:
             rig.probe.close()
         result["rows"] = summarise(result)
         result["policy"] = policy
+        result["block_sets"] = len(result["rounds"]["off"])
         out["cases"][case_id] = result
-        print_table(case_id, result["rows"])
+        print_table(case_id, result["rows"], result["block_sets"])
     out["load_after"] = load_average()
     out["wall_s"] = time.perf_counter() - started
     print(f"\nload average before {load_before}, after {out['load_after']}; {out['wall_s']:.0f} s; "

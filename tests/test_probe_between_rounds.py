@@ -140,3 +140,24 @@ def test_cuda_without_cuda_exits_2_with_one_line(capsys):
     assert pbr.main(["--device", "cuda"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "CUDA is not available" in err
+
+
+def test_an_allocator_case_runs_every_condition_into_the_table(capsys):
+    """The GPU path's bookkeeping on a fake allocator: every condition in every block set,
+    the peak hooks' cost per sample only where they ran, a row per variant and condition."""
+    rig = rig_with([], True, FakeProbe(cost_s=1e-6), rounds=4)
+    result = pbr.measure_case(rig, 3, lambda what: None)
+    rows = pbr.summarise(result)
+    assert len(rows) == 2 * len(pbr.conditions(rig)) and all(n == 4 for n in result["rounds"]["peaks"])
+    by = {(r["variant"], r["condition"]): r for r in rows}
+    assert by[("eager", "peaks")]["hook_us"] > 0 and by[("eager", "probe+peaks")]["hook_us"] > 0
+    assert by[("eager", "off")]["hook_us"] is None and by[("compiled", "edges")]["hook_us"] is None
+    assert "ratio" not in by[("eager", "off")] and 0 < by[("compiled", "peaks")]["ratio"]
+    pbr.print_table("fake/case", rows, 3)
+    assert "edges+peaks" in capsys.readouterr().out
+
+
+def test_block_sets_stop_at_the_deadline_after_three():
+    rig = rig_with([], False, FakeProbe(cost_s=1e-6), rounds=2)
+    result = pbr.measure_case(rig, 50, lambda what: None, deadline=0.0)
+    assert len(result["rounds"]["off"]) == pbr.MIN_BLOCKS
