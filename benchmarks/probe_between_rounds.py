@@ -122,20 +122,10 @@ def plan(case_text: str, args: argparse.Namespace) -> tuple[Any, dict[str, Any]]
 
 def build_case(spec: Any) -> Any:
     """The worker's phases up to (not including) `measure`, as run_case walks them."""
-    from harness.measure.worker import PHASES, CaseState
-    from harness.model.schema import Record
+    from harness.measure.worker import new_case_state, walk_phases
 
-    clock = time.perf_counter_ns
-    state = CaseState(spec=spec, clock=clock, record=Record(case=spec.case, status="ok", metrics={"phase_s": {}}),
-                      phase_started=clock())
-    for phase in PHASES:
-        if phase.name == "measure":
-            break
-        if phase.when is not None and not phase.when(state):
-            continue
-        if phase.name != state.phase:
-            state.enter(phase.name)
-        phase.run(state)
+    state = new_case_state(spec)
+    walk_phases(state, stop_before="measure")
     if "compiled" not in state.variants:
         raise RuntimeError(f"{spec.case.case_id}: no compiled variant after the accuracy phase")
     return state

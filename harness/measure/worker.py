@@ -689,21 +689,36 @@ PHASES: tuple[Phase, ...] = (
 )
 
 
+def new_case_state(spec: WorkerSpec, clock: Clock = time.perf_counter_ns) -> CaseState:
+    """The state a case starts its phases with: an ok record, the first phase's clock started."""
+    return CaseState(spec=spec, clock=clock, record=Record(case=spec.case, status="ok", metrics={"phase_s": {}}),
+                     phase_started=clock())
+
+
+def walk_phases(state: CaseState, stop_before: str | None = None) -> None:
+    """Run PHASES over `state` in order (each whose `when` holds), timing each, up to and not
+    including the first one named `stop_before` (None: all). Exceptions propagate: run_case
+    makes them the record's status; a benchmark that stops before `measure` times its own."""
+    for phase in PHASES:
+        if phase.name == stop_before:
+            return
+        if phase.when is not None and not phase.when(state):
+            continue
+        if phase.name != state.phase:
+            state.enter(phase.name)
+        phase.run(state)
+
+
 def run_case(spec: WorkerSpec | dict[str, Any], clock: Clock = time.perf_counter_ns) -> Record:
     """Measure one case in this process. Never raises for a case failure: returns a Record.
     (A dict spec is read as WorkerSpec.from_dict: tests and older callers build dicts.)"""
     spec = WorkerSpec.coerce(spec)
     if spec.case is None:
         raise ValueError("a case spec without a case")
-    record = Record(case=spec.case, status="ok", metrics={"phase_s": {}})
-    state = CaseState(spec=spec, clock=clock, record=record, phase_started=clock())
+    state = new_case_state(spec, clock)
+    record = state.record
     try:
-        for phase in PHASES:
-            if phase.when is not None and not phase.when(state):
-                continue
-            if phase.name != state.phase:
-                state.enter(phase.name)
-            phase.run(state)
+        walk_phases(state)
     except BaseException as exc:  # noqa: BLE001 - every failure becomes data
         if isinstance(exc, KeyboardInterrupt):
             raise
