@@ -3,7 +3,7 @@ the samples that follow it? Measured in one process, so a busy neighbour hits ev
 
     PYTHONPATH=$PWD python3 benchmarks/probe_between_rounds.py --blocks 40   # CPU: ~100 s on 2 busy cores
     PYTHONPATH=$PWD python3 benchmarks/probe_between_rounds.py --device cuda --blocks 12 --max-wall-s 100 --out $OUT/pbr.json
-        # one H200: about 60-90 s (two compiles, then 12 block sets of 7 loops a case); --max-wall-s
+        # one H200: about 60-90 s (two compiles, then 12 block sets of 8 loops a case); --max-wall-s
         # cuts the block sets short (3 at least) so that the run stays under 120 s
 
 Each case is built by the worker's own phases (harness/measure/worker.py PHASES: setup,
@@ -26,6 +26,8 @@ one worker's measurement), with only the work around the rounds changed:
                (RoundPeaks: the worker's GPU memory fold)
   probe+peaks  (allocator devices) both: the worker's GPU way with the probe between rounds
   edges+peaks  (allocator devices) both, probe at the edges
+  nestedpeaks  (CUDA) as peaks, the counters read through memory_stats_as_nested_dict
+               (NestedDictPeaks: the same counters, less host work between samples)
 
 Per variant and condition the table gives the median over loops of the loop's median
 latency, and the change against `off`: the median over block sets of the paired ratio
@@ -34,7 +36,8 @@ Mann-Whitney p-value on the loop medians. A CI that excludes 1.00 is a perturbat
 `next/rest` (probe conditions): within the loops, the median of the samples of the round
 right after a gap in which the probe sampled over the median of the other samples (the
 direct view: the sample after the probe); `gaps` how many such gaps there were per loop;
-`hook us` (peak conditions) the host microseconds the reset and read cost per sample.
+`hook us` (peak conditions) the host microseconds the reset and read cost per sample, and
+`peak MiB` the highest peak they read (peaks and nestedpeaks read the same counters).
 The load average before and after is printed (the box's load, which the pairing absorbs).
 Without CUDA, `--device cuda` exits 2 with one line saying so.
 """
@@ -170,11 +173,43 @@ class Loop:
     samples: dict[str, list[float]]
     probe_gaps: list[int] = field(default_factory=list)  # round indices after which the probe sampled
     hook_s: dict[str, float] = field(default_factory=dict)  # per variant: seconds per sample in the peak hooks
+    peak_bytes: dict[str, int] = field(default_factory=dict)  # per variant: the peak the hooks read
 
 
 def conditions(rig: Rig) -> list[str]:
     base = ["off", "noop", "probe", "edges"]
-    return base + (["peaks", "probe+peaks", "edges+peaks"] if rig.per_sample_peaks else [])
+    if not rig.per_sample_peaks:
+        return base
+    cuda = ["nestedpeaks"] if getattr(rig.state.device, "type", "") == "cuda" else []
+    return base + ["peaks", "probe+peaks", "edges+peaks", *cuda]
+
+
+class NestedDictPeaks:
+    """A CUDA device's peak reset and read through torch.cuda.memory_stats_as_nested_dict
+    (one nested dict built in C++) instead of memory_allocated / max_memory_allocated, each
+    of which flattens all of memory_stats in Python: the same counters at a smaller host
+    cost between samples (condition `nestedpeaks`: is the hooks' cost what perturbs)."""
+
+    memory_kind = "device_allocator"
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def _allocated(self) -> dict[str, int]:
+        import torch
+
+        torch.cuda.synchronize(self.index)
+        return torch.cuda.memory_stats_as_nested_dict(self.index)["allocated_bytes"]["all"]
+
+    def reset_peak_memory(self) -> int:
+        import torch
+
+        torch.cuda.synchronize(self.index)
+        torch.cuda.reset_peak_memory_stats(self.index)
+        return int(self._allocated()["current"])
+
+    def peak_memory(self) -> int:
+        return int(self._allocated()["peak"])
 
 
 class BetweenRounds:
@@ -216,9 +251,10 @@ def run_loop(rig: Rig, condition: str) -> Loop:
     from harness.measure.worker import RoundPeaks
 
     parts = set(condition.split("+"))
-    peaks = RoundPeaks(rig.state.device) if "peaks" in parts else None
+    peak_device = NestedDictPeaks(rig.state.device.index) if "nestedpeaks" in parts else rig.state.device
+    peaks = RoundPeaks(peak_device) if parts & {"peaks", "nestedpeaks"} else None
     if peaks is not None:
-        rig.state.device.reset_peak_memory()
+        peak_device.reset_peak_memory()
     gaps: list[int] = []
     after_round = BetweenRounds(rig.probe, rig.probe_cost_s, gaps) if "probe" in parts else None
     if "noop" in parts:
@@ -233,7 +269,8 @@ def run_loop(rig: Rig, condition: str) -> Loop:
     if edges is not None:
         edges.after_rounds(sum(sum(v) * rig.state.inner[name] for name, v in samples.items()))
     hook_s = {name: peaks.spent_s[name] / len(samples[name]) for name in peaks.spent_s} if peaks else {}
-    return Loop(samples, gaps, hook_s)
+    read = {name: peaks.memory(name) for name in samples} if peaks else {}
+    return Loop(samples, gaps, hook_s, {name: m.peak_memory_bytes for name, m in read.items() if m is not None})
 
 
 def measure_case(rig: Rig, blocks: int, progress: Callable[[str], None],
@@ -246,6 +283,7 @@ def measure_case(rig: Rig, blocks: int, progress: Callable[[str], None],
     gaps: dict[str, list[int]] = {c: [] for c in names}
     rounds: dict[str, list[int]] = {c: [] for c in names}
     hook_s: dict[str, dict[str, list[float]]] = {c: {v: [] for v in rig.state.variants} for c in names}
+    peak_bytes: dict[str, dict[str, list[int]]] = {c: {v: [] for v in rig.state.variants} for c in names}
     for block in range(blocks):
         shift = block % len(names)
         for condition in names[shift:] + names[:shift]:
@@ -253,6 +291,8 @@ def measure_case(rig: Rig, blocks: int, progress: Callable[[str], None],
             rounds[condition].append(min(len(s) for s in loop.samples.values()))
             for variant, seconds in loop.hook_s.items():
                 hook_s[condition][variant].append(seconds)
+            for variant, nbytes in loop.peak_bytes.items():
+                peak_bytes[condition][variant].append(nbytes)
             gaps[condition].append(len(loop.probe_gaps))
             for variant, values in loop.samples.items():
                 medians[condition][variant].append(statistics.median(values))
@@ -264,7 +304,7 @@ def measure_case(rig: Rig, blocks: int, progress: Callable[[str], None],
             progress(f"stopped after {block + 1} block sets: past this case's share of --max-wall-s")
             break
     return {"conditions": names, "loop_medians_s": medians, "next_over_rest": next_rest,
-            "probe_gaps": gaps, "rounds": rounds, "hook_s": hook_s, "inner": dict(rig.state.inner),
+            "probe_gaps": gaps, "rounds": rounds, "hook_s": hook_s, "peak_bytes": peak_bytes, "inner": dict(rig.state.inner),
             "probe_cost_s": rig.probe_cost_s, "probe_version": rig.probe.version}
 
 
@@ -308,6 +348,8 @@ def summarise(result: dict[str, Any]) -> list[dict[str, Any]]:
             row["next_over_rest"] = statistics.median(nr) if nr else None
             hooks = result["hook_s"][condition][variant]
             row["hook_us"] = 1e6 * statistics.median(hooks) if hooks else None
+            peaks = result["peak_bytes"][condition][variant]
+            row["peak_mib"] = max(peaks) / (1 << 20) if peaks else None
             rows.append(row)
     return rows
 
@@ -315,14 +357,15 @@ def summarise(result: dict[str, Any]) -> list[dict[str, Any]]:
 def print_table(case_id: str, rows: list[dict[str, Any]], block_sets: int) -> None:
     print(f"\n{case_id} ({block_sets} block sets)")
     print(f"  {'variant':9s} {'condition':12s} {'median us':>10s} {'vs off':>7s} {'95% CI':>15s} {'MW p':>7s} "
-          f"{'rounds':>7s} {'gaps':>5s} {'next/rest':>9s} {'hook us':>8s}")
+          f"{'rounds':>7s} {'gaps':>5s} {'next/rest':>9s} {'hook us':>8s} {'peak MiB':>9s}")
     for r in rows:
         change = (f"{r['ratio']:7.3f} [{r['ci'][0]:.3f},{r['ci'][1]:.3f}] {r['mw_p']:7.3f}" if "ratio" in r
                   else f"{'-':>7s} {'-':>15s} {'-':>7s}")
         nr = f"{r['next_over_rest']:9.3f}" if r["next_over_rest"] is not None else f"{'-':>9s}"
         hook = f"{r['hook_us']:8.1f}" if r["hook_us"] is not None else f"{'-':>8s}"
+        peak = f"{r['peak_mib']:9.1f}" if r["peak_mib"] is not None else f"{'-':>9s}"
         print(f"  {r['variant']:9s} {r['condition']:12s} {r['median_us']:10.2f} {change} "
-              f"{r['rounds']:7.0f} {r['gaps']:5.0f} {nr} {hook}")
+              f"{r['rounds']:7.0f} {r['gaps']:5.0f} {nr} {hook} {peak}")
 
 
 def load_average() -> str:

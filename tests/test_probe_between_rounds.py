@@ -161,3 +161,35 @@ def test_block_sets_stop_at_the_deadline_after_three():
     rig = rig_with([], False, FakeProbe(cost_s=1e-6), rounds=2)
     result = pbr.measure_case(rig, 50, lambda what: None, deadline=0.0)
     assert len(result["rounds"]["off"]) == pbr.MIN_BLOCKS
+
+
+def test_nested_dict_peaks_read_the_cuda_counters_through_the_nested_dict(monkeypatch):
+    """The CUDA-only condition, on a fake torch.cuda: reset then current, peak after the call."""
+    import torch
+
+    log: list[str] = []
+    counters = {"current": 100, "peak": 100}
+
+    def reset(index):
+        log.append(f"reset {index}")
+        counters["peak"] = counters["current"]
+
+    def call(name):
+        def run():
+            log.append(name)
+            counters["peak"] = max(counters["peak"], counters["current"] + 50)
+        return run
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda index=None: None)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", reset)
+    monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict",
+                        lambda index=None: {"allocated_bytes": {"all": dict(counters)}})
+    rig = rig_with(log, True, FakeProbe(), rounds=2)
+    rig.state.device.type, rig.state.device.index = "cuda", 0
+    rig.state.variants = {"eager": call("eager"), "compiled": call("compiled")}
+    assert pbr.conditions(rig)[-1] == "nestedpeaks"
+    loop = pbr.run_loop(rig, "nestedpeaks")
+    assert log == ["reset 0"] + [x for name in ("eager", "compiled", "compiled", "eager") for x in ("reset 0", name)]
+    assert set(loop.hook_s) == {"eager", "compiled"} and loop.peak_bytes == {"eager": 150, "compiled": 150}
+    peaks = pbr.NestedDictPeaks(0)
+    assert peaks.reset_peak_memory() == 100 and peaks.peak_memory() == 100
