@@ -39,7 +39,8 @@ direct view: the sample after the probe); `gaps` how many such gaps there were p
 `hook us` (peak conditions) the host microseconds the reset and read cost per sample, and
 `peak MiB` the highest peak they read (peaks and nestedpeaks read the same counters).
 The load average before and after is printed (the box's load, which the pairing absorbs).
-Without CUDA, `--device cuda` exits 2 with one line saying so.
+Without CUDA, `--device cuda` exits 2 with one line saying so; a case that fails is reported
+(one line, `error` in the JSON) and the others still run (exit 1).
 """
 
 from __future__ import annotations
@@ -368,6 +369,26 @@ def print_table(case_id: str, rows: list[dict[str, Any]], block_sets: int) -> No
               f"{r['rounds']:7.0f} {r['gaps']:5.0f} {nr} {hook} {peak}")
 
 
+def run_one(case_text: str, args: argparse.Namespace, progress: Callable[[str], Callable[[str], None]],
+            deadline: float) -> tuple[str, dict[str, Any]]:
+    """Plan, build and compile one case, then its block sets; (case id, result with rows)."""
+    from harness.measure.worker import case_threads
+
+    spec, policy = plan(case_text, args)
+    case_id = spec.case.case_id
+    state = build_case(spec)
+    progress(case_id)(f"built and compiled (threads {case_threads(state.device)}, policy {policy})")
+    rig = make_rig(state)
+    try:
+        result = measure_case(rig, args.blocks, progress(case_id), deadline)
+    finally:
+        rig.probe.close()
+    result["rows"] = summarise(result)
+    result["policy"] = policy
+    result["block_sets"] = len(result["rounds"]["off"])
+    return case_id, result
+
+
 def load_average() -> str:
     try:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -376,8 +397,6 @@ def load_average() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from harness.measure.worker import case_threads
-
     args = parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="pbr-inductor-"))
@@ -398,28 +417,22 @@ def main(argv: list[str] | None = None) -> int:
     for i, case_text in enumerate(case_texts):
         # a case's block sets may run until its share of --max-wall-s (the builds included) is spent
         deadline = started + args.max_wall_s * (i + 1) / len(case_texts) if args.max_wall_s else float("inf")
-        spec, policy = plan(case_text, args)
-        case_id = spec.case.case_id
-        state = build_case(spec)
-        progress(case_id)(f"built and compiled (threads {case_threads(state.device)}, policy {policy})")
-        rig = make_rig(state)
         try:
-            result = measure_case(rig, args.blocks, progress(case_id), deadline)
-        finally:
-            rig.probe.close()
-        result["rows"] = summarise(result)
-        result["policy"] = policy
-        result["block_sets"] = len(result["rounds"]["off"])
+            case_id, result = run_one(case_text, args, progress, deadline)
+        except Exception as exc:  # noqa: BLE001 - a failing case is data; the other cases still run
+            out["cases"][case_text] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+            print(f"\n{case_text}: failed: {type(exc).__name__}: {str(exc)[:500]}", flush=True)
+            continue
         out["cases"][case_id] = result
         print_table(case_id, result["rows"], result["block_sets"])
+        print(f"  probe set {result['probe_version']}, {1e6 * result['probe_cost_s']:.0f} us a sample")
     out["load_after"] = load_average()
     out["wall_s"] = time.perf_counter() - started
-    print(f"\nload average before {load_before}, after {out['load_after']}; {out['wall_s']:.0f} s; "
-          f"probe set {rig.probe.version}, cost {1e6 * rig.probe_cost_s:.0f} us a sample")
+    print(f"\nload average before {load_before}, after {out['load_after']}; {out['wall_s']:.0f} s")
     if args.out:
         Path(args.out).write_text(json.dumps(out, indent=1, default=str))
         print(f"wrote {args.out}")
-    return 0
+    return 1 if any("error" in c for c in out["cases"].values()) else 0
 
 
 if __name__ == "__main__":
