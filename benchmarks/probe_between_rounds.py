@@ -23,7 +23,8 @@ one worker's measurement), with only the work around the rounds changed:
                worker also puts the case's warm-up calls between the first edge and the
                rounds; here the edge comes right before them, the harder test)
   peaks        (allocator devices) the peak reset before and read after every sample
-               (RoundPeaks: the worker's GPU memory fold)
+               (RoundPeaks around every sample: the worker's GPU memory fold until it
+               moved to the last warm-up call on 2026-12-01, after this benchmark's H200 run)
   probe+peaks  (allocator devices) both: the worker's GPU way with the probe between rounds
   edges+peaks  (allocator devices) both, probe at the edges
   nestedpeaks  (CUDA) as peaks, the counters read through memory_stats_as_nested_dict

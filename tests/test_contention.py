@@ -199,9 +199,10 @@ def test_the_worker_records_contention_for_the_timed_rounds():
     # the machine probe ran on the case's threads too, and its helper threads are gone
     probe = record.metrics["machine_probe"]
     assert probe["threads"] == block["threads"]
-    assert probe["version"] == ("cpu-2" if block["threads"] == 1 else f"cpu-2x{block['threads']}")
     # before the warm-up and after the rounds: enough samples for compare even in a case this short
-    from harness.measure.probe import EDGE_SAMPLES, kernel_medians
+    from harness.measure.probe import EDGE_SAMPLES, cpu_probe_version, kernel_medians
+
+    assert probe["version"] == cpu_probe_version(block["threads"])
 
     assert probe["n"] == 2 * EDGE_SAMPLES and kernel_medians(probe) is not None
     assert not [t for t in threading.enumerate() if t.name.startswith("probe-gang")]

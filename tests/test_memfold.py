@@ -4,6 +4,8 @@ measure() and memory() phases on it, and the real CPU path, where the pass stays
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 import harness.measure.worker as worker
@@ -155,17 +157,19 @@ def test_fold_reports_each_variants_peak_and_rise_and_matches_the_pass(gpu, monk
         assert block.peak_memory_bytes == model.nbytes + rise and block.peak_memory_delta_bytes == rise
         assert block.peak_memory_bytes == passes[name].peak_memory_bytes
         assert block.peak_memory_delta_bytes == passes[name].peak_memory_delta_bytes
-        assert state.round_peaks.reads[name] == len(block.samples_s) == 6
+        assert state.round_peaks.reads[name] == 1 and len(block.samples_s) == 6  # the last warm-up call, read
     assert state.round_peaks.resident_bytes == PROBE_RESIDENT
     block = state.record.metrics["memory_rounds"]
-    assert block["probe_resident_bytes"] == PROBE_RESIDENT and block["reads"] == {"eager": 6, "compiled": 6}
+    assert block["probe_resident_bytes"] == PROBE_RESIDENT and block["reads"] == {"eager": 1, "compiled": 1}
+    assert block["scope"] == "last_warmup"
     assert set(block["spent_s"]) == {"eager", "compiled"}
 
 
-def test_the_probe_samples_before_the_warm_up_and_after_the_rounds_never_between(gpu, monkeypatch):
-    """measure()'s order on an allocator device: the probe (warm-up, then its first edge),
-    the case's untimed warm-up calls, the timed samples each inside a peak reset and read
-    with nothing else between them, then the probe's second edge."""
+@pytest.mark.parametrize("warmup", [1, 3])
+def test_nothing_runs_between_the_timed_samples(gpu, monkeypatch, warmup):
+    """measure()'s order on an allocator device: the probe (its warm-up, then its first
+    edge), the case's untimed warm-up calls, the last of them inside a peak reset and read,
+    then the 12 timed calls with nothing between them, then the probe's second edge."""
     device, clock = gpu
     log: list[str] = []
 
@@ -176,29 +180,39 @@ def test_the_probe_samples_before_the_warm_up_and_after_the_rounds_never_between
     monkeypatch.setattr(device, "reset_peak_memory", lambda: log.append("reset") or 0)
     monkeypatch.setattr(device, "peak_memory", lambda: log.append("read") or 0)
     state = case_state(device, clock, {name: (lambda name=name: log.append(name)) for name in ("eager", "compiled")})
+    state.policy = replace(state.policy, warmup=warmup)
     worker.measure(state)
-    first_call = log.index("eager")
-    before, rest = log[:first_call], log[first_call:]
-    assert before == ["reset"] + ["probe"] * (1 + 3 + EDGE_SAMPLES) + ["reset"]  # kernel warm-up, 3 passes, edge
-    assert rest[:2] == ["eager", "compiled"]  # the case's warm-up (policy warmup=1), untimed
-    timed = rest[2:len(rest) - EDGE_SAMPLES]
-    assert rest[len(rest) - EDGE_SAMPLES:] == ["probe"] * EDGE_SAMPLES
-    assert "probe" not in timed and len(timed) == 2 * 6 * 3  # (reset, call, read) for each of the 12 samples
-    assert timed[:3] == ["reset", "eager", "read"] and timed[-3:] == ["reset", "eager", "read"]
+    edge = ["probe"] * (1 + 3 + EDGE_SAMPLES)  # the kernels' warm-up call, 3 passes, the first edge
+    read_warmup = ["reset", "eager", "read", "reset", "compiled", "read"]
+    timed = ["eager", "compiled", "compiled", "eager"] * 3
+    assert log == (["reset", *edge, "reset"] + ["eager", "compiled"] * (warmup - 1) + read_warmup + timed
+                   + ["probe"] * EDGE_SAMPLES)
     assert state.record.metrics["machine_probe"]["n"] == 2 * EDGE_SAMPLES
+    assert state.round_peaks.reads == {"eager": 1, "compiled": 1}
 
 
-def test_fold_keeps_the_highest_samples_peak_with_its_own_rise(gpu):
+def test_fold_reads_the_last_warm_up_call_and_none_of_the_timed_ones(gpu):
     device, clock = gpu
     model = Buffer(device, 10 * MiB)  # noqa: F841 - held: resident weights
-    # warm-up call, then 6 timed samples: the 4th timed call allocates most
-    state = case_state(device, clock, {"eager": variant(device, clock, [8 * MiB, 5 * MiB, 6 * MiB, 5 * MiB, 40 * MiB,
-                                                                        7 * MiB])})
+    # 3 warm-up calls (the last one read), then 6 timed calls, one of which allocates most
+    state = case_state(device, clock, {"eager": variant(device, clock, [30 * MiB, 20 * MiB, 8 * MiB, 5 * MiB, 40 * MiB,
+                                                                        5 * MiB])})
+    state.policy = replace(state.policy, warmup=3)
     state.compiled_first_s = None
     worker.measure(state)
     worker.memory(state)
-    assert state.record.eager.peak_memory_bytes == 50 * MiB
-    assert state.record.eager.peak_memory_delta_bytes == 40 * MiB
+    assert state.record.eager.peak_memory_bytes == 18 * MiB and state.record.eager.peak_memory_delta_bytes == 8 * MiB
+
+
+def test_no_warm_up_call_means_a_pass_on_an_allocator_device(gpu):
+    device, clock = gpu
+    state = case_state(device, clock, {"eager": variant(device, clock, [4 * MiB])})
+    state.policy = replace(state.policy, warmup=0)
+    state.compiled_first_s = None
+    worker.measure(state)
+    assert state.record.metrics["memory_rounds"]["reads"] == {}
+    worker.memory(state)
+    assert state.record.eager.memory_source == "pass" and state.record.eager.peak_memory_delta_bytes == 4 * MiB
 
 
 def test_fold_without_a_probe_and_a_variant_left_unread_takes_the_pass_for_it(gpu):
@@ -329,13 +343,13 @@ def test_gpu_check_script_compares_pass_and_rounds_on_an_allocator_device(gpu, c
     device, clock = gpu
     script = load_check_script()
     model = Buffer(device, 100 * MiB)  # noqa: F841 - held: resident weights
-    # compiled: its timed samples rise by 30 MiB, the pass's calls by 20 MiB: a real difference
+    # compiled: its read warm-up call rises by 30 MiB, the pass's calls by 20 MiB: a real difference
     state = case_state(device, clock, {"eager": variant(device, clock, [8 * MiB]),
-                                       "compiled": variant(device, clock, [20 * MiB] + [30 * MiB] * 6 + [20 * MiB])})
+                                       "compiled": variant(device, clock, [30 * MiB] + [20 * MiB] * 9)})
     worker.measure(state)
     eager, compiled = (script.compare_variant(state, name) for name in ("eager", "compiled"))
     assert eager["folded"] and eager["verdict"] == "same" and eager["peak_diff_mib"] == 0 == eager["delta_diff_mib"]
-    assert eager["rounds_reads"] == 6 and eager["rounds_wall_s"] >= 0
+    assert eager["rounds_reads"] == 1 and eager["rounds_wall_s"] >= 0
     assert compiled["verdict"] == "DIFFERS" and compiled["delta_diff_mib"] == pytest.approx(10.0)
     assert compiled["peak_diff_pct"] == pytest.approx(100 * 10 / 120)
     script.print_table([{"case": "fake/forward/inductor", "status": "ok", "variants": [eager, compiled],

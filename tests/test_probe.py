@@ -136,7 +136,8 @@ def test_cpu_kernel_set_never_touches_torch(monkeypatch):
         k.fn()
     assert [k.name for k in kernels] == ["gemm", "pointwise", "python"]
     assert not probe_uses_torch(CPU_PROBE_VERSION)
-    assert probe_uses_torch(GPU_PROBE_VERSION) and probe_uses_torch("cpu-1") and probe_uses_torch(None)
+    assert probe_uses_torch(GPU_PROBE_VERSION) and probe_uses_torch("gpu-1") and probe_uses_torch("cpu-1")
+    assert probe_uses_torch(None)
 
 
 def test_host_timer_reports_cpu_seconds_and_the_loop_keeps_them_aligned():
@@ -175,7 +176,7 @@ def test_cpu_probe_runs_on_the_case_threads():
         assert threading.active_count() == before + 1  # one helper next to the calling thread
         probe.warm_up(1)
         probe.sample()
-        assert probe.version == cpu_probe_version(2) == "cpu-2x2" and probe.to_dict()["threads"] == 2
+        assert probe.version == cpu_probe_version(2) == "cpu-3x2" and probe.to_dict()["threads"] == 2
         assert set(probe.samples) == {"gemm", "pointwise", "python", "gemm_x2", "pointwise_x2"}
         # the one-thread kernels stay (compare's median over kernels keeps their low noise);
         # the Python loop holds the GIL, so it has no gang form
@@ -184,7 +185,8 @@ def test_cpu_probe_runs_on_the_case_threads():
         probe.close()
     assert threading.active_count() == before  # close() ends the helper
     assert not probe_uses_torch("cpu-2x2") and not probe_uses_torch("cpu-2x16") and probe_uses_torch("cpu-2x")
-    assert make_probe("cpu", "cpu", timer).version == CPU_PROBE_VERSION  # one thread: cpu-2 as before
+    assert not probe_uses_torch("cpu-3x2") and not probe_uses_torch("cpu-2") and probe_uses_torch("cpu-4")
+    assert make_probe("cpu", "cpu", timer).version == CPU_PROBE_VERSION  # one thread: no xN suffix
 
 
 def test_thread_gang_waits_for_its_slowest_thread():

@@ -28,8 +28,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-CPU_PROBE_VERSION = "cpu-2"  # cpu-1 (before 2026-11-30 19:00) timed torch ops
-GPU_PROBE_VERSION = "gpu-1"
+# cpu-1 (before 2026-11-30 19:00) timed torch ops; cpu-2 and gpu-1 (before 2026-12-01 19:10)
+# are the same kernels as cpu-3 and gpu-2, sampled between the timed rounds instead of before
+# and after them: a different reading (on an H200 the edge samples read 30-38% faster than the
+# between-rounds ones, results/baselines/h200-2026-12-01d), so compare does not mix the two
+CPU_PROBE_VERSION = "cpu-3"
+GPU_PROBE_VERSION = "gpu-2"
+NUMPY_ONLY_SETS = ("cpu-2", CPU_PROBE_VERSION)  # the CPU sets that call no torch (with their xN forms)
 # one probe kernel call lasts about this long (tiny kernels time mostly the timer itself)
 KERNEL_TARGET_S = 50e-6
 PROBE_KEY = "machine_probe"  # where the worker stores it in record.metrics
@@ -47,7 +52,7 @@ class ProbeKernel:
 
 
 def _numpy_kernels() -> tuple[Callable[[], Any], Callable[[], Any]]:
-    """The GEMM and pointwise kernels of set cpu-2, each call with buffers of its own."""
+    """The GEMM and pointwise kernels of set cpu-3 (and cpu-2), each call with buffers of its own."""
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -139,20 +144,20 @@ def _gang_kernel(gang: ThreadGang, make: Callable[[], Callable[[], Any]], reps: 
 
 
 def cpu_probe_version(threads: int = 1) -> str:
-    """cpu-2 on one thread; `cpu-2xN` for the set run on N threads (compare normalises only
+    """cpu-3 on one thread; `cpu-3xN` for the set run on N threads (compare normalises only
     between equal versions, so cases of different thread counts never mix)."""
     return CPU_PROBE_VERSION if threads <= 1 else f"{CPU_PROBE_VERSION}x{threads}"
 
 
 def cpu_kernels(threads: int = 1) -> list[ProbeKernel]:
-    """CPU set cpu-2: a 64x64 fp32 GEMM and a 16k-element pointwise chain in numpy, and a
-    Python loop. They touch the FPU/caches, memory, and the interpreter: what a CPU case
+    """CPU set cpu-3 (cpu-2: the same, sampled between rounds): a 64x64 fp32 GEMM and a
+    16k-element pointwise chain in numpy, and a Python loop. They touch the FPU/caches, memory, and the interpreter: what a CPU case
     spends time on. None of them calls torch: the probe must stay still when the torch under
     test changes (a slower dispatcher or `mul` is exactly what `ab --env`, `versions`,
     `bisect` and a torch PR gate look for; a torch probe would move with it and compare would
     divide the regression out as machine drift). cpu-1 timed torch.mm / torch.mul.
 
-    `threads` > 1 (the case's thread count, set `cpu-2xN`): the three kernels above, plus
+    `threads` > 1 (the case's thread count, set `cpu-3xN`): the three kernels above, plus
     `gemm_xN` and `pointwise_xN`, the same GEMM and pointwise chain on N threads at once
     (`ThreadGang`; numpy releases the GIL inside both), 8 (GEMM) or 16 (pointwise) kernel
     calls per thread a call, ending at a barrier as an OpenMP region does. They see what an
@@ -175,7 +180,7 @@ def cpu_kernels(threads: int = 1) -> list[ProbeKernel]:
 
 
 def gpu_kernels(device: str) -> list[ProbeKernel]:
-    """GPU set gpu-1: a 1024^2 fp16 GEMM and a 32 MiB device-to-device copy: the compute and
+    """GPU set gpu-2 (gpu-1 sampled between rounds): a 1024^2 fp16 GEMM and a 32 MiB device-to-device copy: the compute and
     memory sides of a GPU, each small enough to leave the case's timing alone. They must use
     the device, so they run on the torch (and CUDA/ROCm) under test: `probe_uses_torch` says
     so, and compare does not normalise by them when the two sides' torch builds differ."""
@@ -197,11 +202,12 @@ def gpu_kernels(device: str) -> list[ProbeKernel]:
 
 
 def probe_uses_torch(version: Any) -> bool:
-    """Whether a probe set's kernels call torch (cpu-1, gpu-1; unknown versions: assume so).
-    Such a probe measures the torch build as well as the machine, so it tells machine drift
-    apart only between runs of the same torch build. cpu-2 and its multi-thread form
-    cpu-2xN call numpy only."""
-    return not (isinstance(version, str) and re.fullmatch(rf"{re.escape(CPU_PROBE_VERSION)}(x\d+)?", version))
+    """Whether a probe set's kernels call torch (cpu-1, gpu-1, gpu-2; unknown versions:
+    assume so). Such a probe measures the torch build as well as the machine, so it tells
+    machine drift apart only between runs of the same torch build. cpu-2, cpu-3 and their
+    multi-thread forms (cpu-3xN) call numpy only."""
+    sets = "|".join(re.escape(v) for v in NUMPY_ONLY_SETS)
+    return not (isinstance(version, str) and re.fullmatch(rf"(?:{sets})(x\d+)?", version))
 
 
 @dataclass

@@ -201,7 +201,9 @@ def memory_pass(device: Any, fn: Callable[[], Any], calls: int = 3) -> Memory:
 # resets exactly, and the process's RSS high-water mark, which Linux resets (clear_refs) to
 # the RSS of the moment. Not MPS's sampled lower bound.
 ROUND_PEAK_KINDS = ("device_allocator", "process_rss")
-# ... of which these are read around each timed sample (RoundPeaks). The RSS mark is read
+# ... of which these are read per variant, around its last warm-up call (RoundPeaks; around
+# every timed sample until 2026-12-01, which slowed the samples +8-30% on an H200,
+# benchmarks/probe_between_rounds.py). The RSS mark is read
 # once around all the rounds instead (RoundsWindowPeak): a reset and a read between two CPU
 # samples, outside the timer, still slowed the next sample (tiny MLPs on a 2-core CPU: +6% to
 # +64%, benchmarks/cpu_memfold.py), and a process's RSS has no per-variant share to split
@@ -221,15 +223,18 @@ def memory_fold_refusal(device: Any) -> str | None:
 
 
 class RoundPeaks:
-    """Peak memory per variant from its timed samples (measure_interleaved's before/after
-    sample hooks): the peak is reset right before each sample, after the between-rounds
-    hooks (the GPU probe allocates), and read right after the sample's sync, both outside
-    the timer. Keeps per variant the highest peak and its rise over the bytes in use at
-    that reset: what memory_pass reports, over every timed call instead of 3 more.
+    """Peak memory per variant from calls the measure phase makes anyway: the worker wraps
+    each variant's last warm-up call (steady state: after the first call and the other
+    warm-up calls) in `before` (peak reset) and `after` (sync, peak read), none of it timed,
+    so nothing runs between two timed samples. Keeps per variant the highest peak read and
+    its rise over the bytes in use at that reset: what memory_pass reports, from one call
+    instead of 3 more. Until 2026-12-01 it wrapped every timed sample (measure_interleaved's
+    before/after hooks still can): ~230 us of host work each on an H200, which slowed the
+    samples of a deep MLP +8-30% (benchmarks/probe_between_rounds.py).
 
-    `resident_bytes`: bytes held through the rounds that are not the case's (the GPU
-    probe's buffers, allocated before the first sample, freed when measure ends, so the
-    pass never saw them); subtracted from the peak, never from the rise."""
+    `resident_bytes`: bytes held meanwhile that are not the case's (the GPU probe's buffers,
+    allocated before the warm-up, freed when measure ends, so the pass never saw them);
+    subtracted from the peak, never from the rise."""
 
     def __init__(self, device: Any, resident_bytes: int = 0, clock: Clock = time.perf_counter_ns,
                  gc_s: float = 0.0):
@@ -263,7 +268,7 @@ class RoundPeaks:
 
     def to_dict(self) -> dict[str, Any]:
         """What the record keeps of the reading: the subtracted bytes, reads and cost per variant."""
-        return {"scope": "per_sample", "probe_resident_bytes": self.resident_bytes, "reads": dict(self.reads),
+        return {"scope": "last_warmup", "probe_resident_bytes": self.resident_bytes, "reads": dict(self.reads),
                 "spent_s": dict(self.spent_s), "gc_s": round(self.gc_s, 6)}
 
     def memory(self, name: str) -> Memory | None:
@@ -509,8 +514,9 @@ def measure(state: CaseState) -> None:
     """Warm-up, then interleaved timed rounds of every variant (raw samples kept), with the
     machine-speed probe sampled before the warm-up and after the rounds (ProbeSchedule,
     harness/measure/probe.py) and the threads' run-queue wait read around them
-    (harness/measure/contention.py). Nothing runs between two rounds but, on an allocator
-    device, the peak reset and read around each sample (RoundPeaks)."""
+    (harness/measure/contention.py). Nothing runs between two timed samples: an allocator
+    device's peak is read around each variant's last warm-up call (RoundPeaks), the CPU's
+    RSS mark around all the rounds (RoundsWindowPeak)."""
     device, policy = state.device, state.policy
     timer: Callable[[Callable[[], Any], int], float]
     if device.has_events:
@@ -526,17 +532,26 @@ def measure(state: CaseState) -> None:
     probe = _start_probe(state.spec, device, timer, state.clock, threads)
     # what the probe keeps allocated through the rounds (its GEMM operands, copy buffers)
     resident = device.reset_peak_memory() - before_probe if before_probe is not None else 0
-    for _ in range(policy.warmup):
+    for _ in range(policy.warmup - 1):
         for fn in state.variants.values():
             fn()
-    state.warm_snapshot = state.observer.snapshot() if state.observer else None
-    state.inner = {name: calibrate_inner(timer, fn, policy.target_sample_s) for name, fn in state.variants.items()}
     gc_start = state.clock()
     if per_sample:
         gc.collect()  # as memory_pass does before its reset
     gc_s = (state.clock() - gc_start) / 1e9
     peaks, window = _round_memory(state, refusal, resident if per_sample else None, gc_s)
     state.round_peaks = peaks or window
+    # the last warm-up call: on an allocator device its peak, reset before and read after it
+    # (a reset and read around every timed sample, ~230 us of host work, slowed the samples
+    # of a deep MLP on an H200 +8-30%, benchmarks/probe_between_rounds.py)
+    for name, fn in state.variants.items() if policy.warmup > 0 else ():
+        if peaks is not None:
+            peaks.before(name)
+        fn()
+        if peaks is not None:
+            peaks.after(name)
+    state.warm_snapshot = state.observer.snapshot() if state.observer else None
+    state.inner = {name: calibrate_inner(timer, fn, policy.target_sample_s) for name, fn in state.variants.items()}
     state.cpu_samples = {}
     # contention (harness/measure/contention.py): schedstat read before and after the rounds only:
     # a read between rounds, though outside the timer, slowed the next samples of tiny CPU cases
@@ -545,9 +560,7 @@ def measure(state: CaseState) -> None:
     if window is not None:
         window.start()
     state.samples = measure_interleaved(state.variants, timer, replace(policy, warmup=0), state.clock, state.inner,
-                                        cpu_samples=state.cpu_samples,
-                                        before_sample=peaks.before if peaks else None,
-                                        after_sample=peaks.after if peaks else None)
+                                        cpu_samples=state.cpu_samples)
     if window is not None:
         window.stop(list(state.variants))
     state.record.metrics[CONTENTION_KEY] = meter.stop()
@@ -563,9 +576,10 @@ def measure(state: CaseState) -> None:
 
 def _round_memory(state: CaseState, refusal: str | None, probe_resident: int | None,
                   gc_s: float) -> tuple[RoundPeaks | None, RoundsWindowPeak | None]:
-    """How the rounds read the peak: around each sample (an allocator, `probe_resident` the
-    bytes the probe holds through the rounds), around all of them (the CPU's RSS mark), or
-    not at all (`refusal`, recorded: the memory phase takes a pass)."""
+    """How the measure phase reads the peak: around each variant's last warm-up call (an
+    allocator, `probe_resident` the bytes the probe holds meanwhile), around all the timed
+    rounds (the CPU's RSS mark), or not at all (`refusal`, recorded: the memory phase takes
+    a pass)."""
     if refusal is not None:
         state.record.metrics[MEMORY_ROUNDS_KEY] = {"refused": refusal}
         return None, None

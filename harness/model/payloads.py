@@ -150,7 +150,8 @@ class ErrorInfo(Payload):
 class Memory(Payload):
     """Peak memory of a variant: bytes, the rise over the baseline before the calls, what
     was measured (allocator peak, host RSS high-water mark), and where it was read
-    (`memory_source`: "rounds", around the timed samples; "pass", a pass of its own; None
+    (`memory_source`: "rounds", in the measure phase's calls: a GPU's last warm-up call, the
+    CPU's timed rounds; "pass", a pass of its own; None
     in files written before the field existed, which all came from a pass)."""
 
     peak_memory_bytes: int | None = checked(NUMBER)
