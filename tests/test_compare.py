@@ -546,3 +546,24 @@ def test_descheduled_filter_stands_down_when_almost_nothing_ran():
     assert _samples({"samples_s": wall, "cpu_samples_s": [1e-5] * 9 + [1e-3]}).size == 10
     assert _samples({"samples_s": wall, "cpu_samples_s": [1e-5] * 5 + [1e-3] * 5}).size == 5
     assert _samples({"samples_s": wall, "cpu_samples_s": [1e-3] * 3}).size == 10  # misaligned: ignored
+
+
+def test_probes_of_different_versions_are_not_normalised_and_compare_says_why():
+    """gpu-1 sampled between rounds, gpu-2 at the edges: the same kernels read 26-50 us vs
+    20-27 us on the H200, so a head probe 30% 'faster' is the schedule, not the machine.
+    Across versions compare leaves latency raw (unchanged here) and names the mismatch; the
+    same pair under one version is normalised into a false regression (what it did before
+    the version bump)."""
+    rng = np.random.default_rng(17)
+    case = synthetic_case(0)
+    base = [synthetic_record(case, rng, probe_median=1e-4, probe_version="gpu-1") for _ in range(2)]
+    head = [synthetic_record(case, rng, probe_median=0.7e-4, probe_version=v) for v in ("gpu-2", "gpu-2")]
+    result = compare_case(case.case_id, base, head, _defaults())
+    latency = result.metric("latency")
+    assert result.verdict == latency.verdict == UNCHANGED and latency.raw_change is None and result.probe_change is None
+    assert "probe versions differ (base gpu-1, head gpu-2)" in latency.note
+    assert result.probe_caveat.startswith("not normalised: probe versions differ")
+    same = [synthetic_record(case, rng, probe_median=0.7e-4, probe_version="gpu-1") for _ in range(2)]
+    normalised = compare_case(case.case_id, base, same, _defaults())
+    latency = normalised.metric("latency")
+    assert latency.verdict == SLOWER_EAGER_TOO and latency.change > 0.3 and not normalised.probe_caveat

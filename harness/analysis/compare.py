@@ -55,6 +55,7 @@ from harness.analysis.probe_norm import (
     MachineProbe,
     machine_probe,
     probe_factors,
+    probe_version_note,
     torch_bound_note,
 )
 from harness.analysis.significance import (
@@ -165,9 +166,10 @@ def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds
     result.contention = _contention(base, head)
     probe = machine_probe(base, head, thresholds, torch_differs)
     result.probe_change = probe.change if probe else None
+    version_note = probe_version_note(base, head) if probe is None else None
     if probe is None:
-        result.probe_caveat = ("no usable machine probe (none recorded, probe off, "
-                              f"or under {MIN_PROBE_SAMPLES} samples per kernel)")
+        result.probe_caveat = version_note or (
+            f"no usable machine probe (none recorded, probe off, or under {MIN_PROBE_SAMPLES} samples per kernel)")
     elif probe.torch_bound:
         result.probe_caveat = torch_bound_note(probe)
     pending = []
@@ -176,6 +178,8 @@ def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds
             continue
         mr, p = judge_metric(METRICS[name], base, head, thresholds, probe)
         if mr is not None:
+            if version_note and name == "latency":
+                mr.note = f"{mr.note}; {version_note}"
             result.metrics.append(mr)
         if p is not None:
             pending.append(p)

@@ -22,7 +22,8 @@ from harness.analysis.thresholds import Thresholds
 from harness.measure.probe import probe_block, probe_uses_torch, relative_slowness
 from harness.model.schema import Record
 
-__all__ = ["MachineProbe", "probe_factors", "machine_probe", "normalised_groups", "torch_bound_note"]
+__all__ = ["MachineProbe", "probe_factors", "machine_probe", "normalised_groups", "torch_bound_note",
+           "probe_version_note"]
 
 
 @dataclass(frozen=True)
@@ -90,3 +91,19 @@ def normalised_groups(records: list[Record], metric: str, factors: list[float] |
 def torch_bound_note(probe: MachineProbe) -> str:
     return (f"not normalised: probe set {probe.version} runs on torch and base and head torch builds differ "
             f"(probe {probe.change:+.1%}: machine or torch)")
+
+
+def probe_version_note(base: Sequence[Record], head: Sequence[Record]) -> str | None:
+    """Why there is no probe factor when every process has a probe but not all of one version
+    (None otherwise): a version names the kernels and when they run, so samples of two
+    versions read different things and one side's cannot stand for the other's machine
+    (gpu-1 between rounds read the H200's GEMM 26-50 us, gpu-2 at the edges 20-27 us)."""
+    def versions(records: Sequence[Record]) -> set[str] | None:
+        blocks = [probe_block(as_mapping(r.metrics)) for r in records]
+        return None if any(b is None for b in blocks) else {str(b.get("version")) for b in blocks}  # type: ignore[union-attr]
+
+    b, h = versions(base), versions(head)
+    if not b or not h or len(b | h) == 1:
+        return None
+    return (f"not normalised: probe versions differ (base {', '.join(sorted(b))}, head {', '.join(sorted(h))}); "
+            "their samples read different things, so compare normalises only between equal versions")
