@@ -14,6 +14,8 @@ from harness.run.runner import RunOptions, plan_cases
 FILES = {
     "hf-tiny": ("2.13", {"eager", "inductor"}),
     "timm-tiny": ("2.14", {"eager"}),
+    "transformers-zoo-tiny": ("2.13", {"eager", "inductor"}),
+    "diffusers-tiny": ("2.13", {"eager", "inductor"}),
 }
 
 
