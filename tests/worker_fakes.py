@@ -15,15 +15,16 @@ from harness.model.schema import Case, Record
 
 
 def case_state(device: Device, clock: Callable[[], float], variants: dict, *, probe: bool = True,
-               samples: int = 6) -> worker.CaseState:
-    """`samples` timed rounds exactly (min = max), one warm-up; `probe`: the machine probe on
-    (sampled before and after the rounds) or off."""
+               samples: int = 6, warmup: int = 1) -> worker.CaseState:
+    """`samples` timed rounds exactly (min = max), `warmup` warm-up rounds (an allocator
+    device's peak is read on the last one from 2 on); `probe`: the machine probe on (sampled
+    before and after the rounds) or off."""
     case = Case(workload="fake", scenario="forward", compiler="inductor", device=device.type, dtype="float32",
                 batch_size=1, size="tiny")
     state = worker.CaseState(spec=WorkerSpec(case=case, probe=probe), clock=clock,
                              record=Record(case=case, status="ok", metrics={"phase_s": {}}))
     state.device = device
-    state.policy = StopPolicy(warmup=1, min_samples=samples, min_time_s=0.0, max_samples=samples, max_time_s=1e9)
+    state.policy = StopPolicy(warmup=warmup, min_samples=samples, min_time_s=0.0, max_samples=samples, max_time_s=1e9)
     state.variants = variants
     state.eager_first_s, state.compiled_first_s = 0.5, 2.0
     return state

@@ -222,6 +222,9 @@ class MachineProbe:
     spent_s: float = 0.0  # wall seconds spent probing, timer overhead included
     threads: int = 1  # threads the kernels run on (the case's)
     sample_error: str | None = None  # why sampling stopped early ("Type: message"), if it did
+    # builds the kernels afresh (new buffers): what lets `release` free a GPU set's device
+    # buffers while the case's peak is read and `restore` bring them back (None: cannot)
+    remake: Callable[[], Sequence[ProbeKernel]] | None = None
 
     def sample(self) -> None:
         start = self.clock()
@@ -242,6 +245,27 @@ class MachineProbe:
                 self.timer(k.fn, k.inner)
             cheapest = min(cheapest, (self.clock() - start) / 1e9)
         return cheapest
+
+    def release(self) -> bool:
+        """Drop the kernels, and with them the buffers only their closures hold (the GPU
+        set's 68 MiB of device memory), until `restore()`; False (nothing dropped) without
+        `remake`. Then no probe buffer is alive while the case's peak is read, so nothing
+        has to be subtracted from it: an allocator delta around the probe's start also
+        counted what else the process allocated then (CUDA-graph cases on an H200: 32 MiB
+        more, likely the cuBLAS workspace a capture frees and the probe's GEMM re-made)."""
+        if self.remake is None:
+            return False
+        self.kernels = ()
+        return True
+
+    def restore(self) -> None:
+        """The kernels again (`remake`: fresh buffers, the same values), each run once
+        unrecorded as `warm_up` starts, so the samples after the rounds time no first touch."""
+        if self.remake is None or self.kernels:
+            return
+        self.kernels = self.remake()
+        for k in self.kernels:
+            k.fn()
 
     def close(self) -> None:
         """Stop the kernels' helper threads (a multi-thread CPU set's); sampling ends."""
@@ -264,7 +288,8 @@ def make_probe(device_type: str, torch_device: str, timer: Callable[[Callable[[]
     on the case's `threads`)."""
     if device_type == "cpu":
         return MachineProbe(cpu_kernels(threads), timer, cpu_probe_version(threads), clock, threads=threads)
-    return MachineProbe(gpu_kernels(torch_device), timer, GPU_PROBE_VERSION, clock)
+    return MachineProbe(gpu_kernels(torch_device), timer, GPU_PROBE_VERSION, clock,
+                        remake=lambda: gpu_kernels(torch_device))
 
 
 @dataclass

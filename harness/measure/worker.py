@@ -210,13 +210,26 @@ ROUND_PEAK_KINDS = ("device_allocator", "process_rss")
 # anyway: the pass's eager and compiled peaks agreed within 0.1 MiB in every smoke case
 PER_SAMPLE_PEAK_KINDS = ("device_allocator",)
 MEMORY_ROUNDS_KEY = "memory_rounds"  # record.metrics: how the rounds' peaks were read, or why not
+# The read warm-up call must be a steady-state call, as the 3-call pass after the rounds
+# measured: CUDA-graph trees run a new graph's first call without a graph, record on its
+# second and replay from the third, and a recording call's peak (its intermediates allocated
+# in the graph's pool) is not a replay's. The compile phase makes the first call, so with 2
+# warm-up calls the read one is the first replay. With fewer the memory phase takes the pass
+# after the rounds (the tiny and CI policies: warmup 1, cheap calls), as before the fold,
+# rather than a third way of reading the peak; and a graph compiled in the read call's round
+# or the one before (a train step's second call recompiles) voids the read the same way.
+MIN_FOLD_WARMUP = 2
 
 
-def memory_fold_refusal(device: Any) -> str | None:
-    """Why the memory phase cannot take its figures from the timed rounds on `device`
-    (None: it can). Checks the reset on the spot: call it once, before the rounds."""
+def memory_fold_refusal(device: Any, warmup: int = MIN_FOLD_WARMUP) -> str | None:
+    """Why the memory phase cannot take its figures from the measure phase's calls on
+    `device` with `warmup` warm-up calls (None: it can). Checks the reset on the spot: call
+    it once, before the rounds."""
     if device.memory_kind in PER_SAMPLE_PEAK_KINDS:
-        return None  # an allocator counter: reset_peak_memory_stats resets it exactly
+        # an allocator counter: reset_peak_memory_stats resets it exactly
+        return None if warmup >= MIN_FOLD_WARMUP else (
+            f"warmup {warmup}: the peak is read on the last of at least {MIN_FOLD_WARMUP} warm-up calls "
+            "(a steady-state call: CUDA graphs record on a graph's second call), so a pass after the rounds")
     if device.memory_kind in ROUND_PEAK_KINDS:
         return device.peak_reset_refusal()
     return f"{device.memory_kind}: no peak counter that resets"
@@ -232,9 +245,13 @@ class RoundPeaks:
     before/after hooks still can): ~230 us of host work each on an H200, which slowed the
     samples of a deep MLP +8-30% (benchmarks/probe_between_rounds.py).
 
-    `resident_bytes`: bytes held meanwhile that are not the case's (the GPU probe's buffers,
-    allocated before the warm-up, freed when measure ends, so the pass never saw them);
-    subtracted from the peak, never from the rise."""
+    `resident_bytes`: bytes held meanwhile that are not the case's, subtracted from the peak,
+    never from the rise. The worker passes none: the GPU probe's buffers are freed while the
+    peak is read (MachineProbe.release), since the allocator delta once measured around the
+    probe's start took in whatever else the process allocated then (CUDA-graph cases on an
+    H200: 100 MiB "resident" for 68 MiB of buffers, likely the cuBLAS workspace the probe's
+    GEMM re-made after a capture freed it; those cases' peaks read 32 MiB low). The record
+    keeps 0."""
 
     def __init__(self, device: Any, resident_bytes: int = 0, clock: Clock = time.perf_counter_ns,
                  gc_s: float = 0.0):
@@ -515,7 +532,8 @@ def measure(state: CaseState) -> None:
     machine-speed probe sampled before the warm-up and after the rounds (ProbeSchedule,
     harness/measure/probe.py) and the threads' run-queue wait read around them
     (harness/measure/contention.py). Nothing runs between two timed samples: an allocator
-    device's peak is read around each variant's last warm-up call (RoundPeaks), the CPU's
+    device's peak is read around each variant's last warm-up call (RoundPeaks; from 2
+    warm-up calls, with the GPU probe's buffers freed meanwhile: see _warm_up), the CPU's
     RSS mark around all the rounds (RoundsWindowPeak)."""
     device, policy = state.device, state.policy
     timer: Callable[[Callable[[], Any], int], float]
@@ -524,32 +542,22 @@ def measure(state: CaseState) -> None:
     else:
         timer = HostTimer(device.synchronize, state.clock)
     threads = case_threads(device)
-    refusal = memory_fold_refusal(device)
-    per_sample = refusal is None and device.memory_kind in PER_SAMPLE_PEAK_KINDS
+    refusal = memory_fold_refusal(device, policy.warmup)
+    per_variant = refusal is None and device.memory_kind in PER_SAMPLE_PEAK_KINDS
     # the probe first: its samples between rounds slowed the samples after them, so its
     # first edge comes before the warm-up, whose untimed calls stand between it and the rounds
-    before_probe = device.reset_peak_memory() if per_sample else None
     probe = _start_probe(state.spec, device, timer, state.clock, threads)
-    # what the probe keeps allocated through the rounds (its GEMM operands, copy buffers)
-    resident = device.reset_peak_memory() - before_probe if before_probe is not None else 0
-    for _ in range(policy.warmup - 1):
-        for fn in state.variants.values():
-            fn()
-    gc_start = state.clock()
-    if per_sample:
-        gc.collect()  # as memory_pass does before its reset
-    gc_s = (state.clock() - gc_start) / 1e9
-    peaks, window = _round_memory(state, refusal, resident if per_sample else None, gc_s)
+    # no probe buffer alive while the peak is read, so nothing is subtracted from it: the old
+    # allocator delta around the probe's start also took in what else was allocated then
+    # (CUDA-graph cases on an H200: 32 MiB more, likely the cuBLAS workspace that CUDA-graph
+    # trees free around a capture and the probe's GEMM re-made; their peaks read 32 MiB low)
+    parked = per_variant and isinstance(probe, ProbeSchedule) and probe.probe.release()
+    peaks, window = _round_memory(state, refusal, per_variant)
     state.round_peaks = peaks or window
-    # the last warm-up call: on an allocator device its peak, reset before and read after it
-    # (a reset and read around every timed sample, ~230 us of host work, slowed the samples
-    # of a deep MLP on an H200 +8-30%, benchmarks/probe_between_rounds.py)
-    for name, fn in state.variants.items() if policy.warmup > 0 else ():
-        if peaks is not None:
-            peaks.before(name)
-        fn()
-        if peaks is not None:
-            peaks.after(name)
+    void = _warm_up(state, peaks)
+    if void is not None:
+        state.round_peaks = None
+        state.record.metrics[MEMORY_ROUNDS_KEY] = {"refused": void}
     state.warm_snapshot = state.observer.snapshot() if state.observer else None
     state.inner = {name: calibrate_inner(timer, fn, policy.target_sample_s) for name, fn in state.variants.items()}
     state.cpu_samples = {}
@@ -567,6 +575,8 @@ def measure(state: CaseState) -> None:
     if state.round_peaks is not None:
         state.record.metrics[MEMORY_ROUNDS_KEY] = state.round_peaks.to_dict()
     if isinstance(probe, ProbeSchedule):
+        if parked:
+            _restore_probe(probe)
         probe.after_rounds(sum(sum(v) * state.inner[name] for name, v in state.samples.items()))
         state.record.metrics[PROBE_KEY] = probe.probe.to_dict(probe.timed_s)
         probe.probe.close()
@@ -574,18 +584,65 @@ def measure(state: CaseState) -> None:
         state.record.metrics[PROBE_KEY] = {"error": probe}
 
 
-def _round_memory(state: CaseState, refusal: str | None, probe_resident: int | None,
-                  gc_s: float) -> tuple[RoundPeaks | None, RoundsWindowPeak | None]:
+def _round_memory(state: CaseState, refusal: str | None,
+                  per_variant: bool) -> tuple[RoundPeaks | None, RoundsWindowPeak | None]:
     """How the measure phase reads the peak: around each variant's last warm-up call (an
-    allocator, `probe_resident` the bytes the probe holds meanwhile), around all the timed
-    rounds (the CPU's RSS mark), or not at all (`refusal`, recorded: the memory phase takes
-    a pass)."""
+    allocator, `per_variant`), around all the timed rounds (the CPU's RSS mark), or not at
+    all (`refusal`, recorded: the memory phase takes a pass)."""
     if refusal is not None:
         state.record.metrics[MEMORY_ROUNDS_KEY] = {"refused": refusal}
         return None, None
-    if probe_resident is not None:
-        return RoundPeaks(state.device, resident_bytes=probe_resident, clock=state.clock, gc_s=gc_s), None
+    if per_variant:
+        return RoundPeaks(state.device, clock=state.clock), None
     return None, RoundsWindowPeak(state.device, clock=state.clock)
+
+
+def _warm_up(state: CaseState, peaks: RoundPeaks | None) -> str | None:
+    """The policy's untimed warm-up rounds of every variant. With `peaks` (an allocator
+    device), the last round is read: the `gc.collect()` memory_pass made, then each variant's
+    call between a peak reset and a read (a reset and read around every timed sample, ~230 us
+    of host work, slowed the samples of a deep MLP on an H200 +8-30%,
+    benchmarks/probe_between_rounds.py). Returns why the read is void (a frame compiled in
+    that round or the one before: the read call may be a graph's first run or its CUDA-graph
+    recording, see MIN_FOLD_WARMUP), else None."""
+    rounds = state.policy.warmup
+    compiled_before: list[int] = []
+    for i in range(rounds):
+        read = peaks is not None and i == rounds - 1
+        if read:
+            start = state.clock()
+            gc.collect()
+            peaks.gc_s = (state.clock() - start) / 1e9
+        if peaks is not None:
+            compiled_before.append(_compiled_frames())
+        for name, fn in state.variants.items():
+            if read:
+                peaks.before(name)
+            fn()
+            if read:
+                peaks.after(name)
+    if peaks is None or rounds < MIN_FOLD_WARMUP:
+        return None
+    new = _compiled_frames() - compiled_before[-2]
+    return None if new == 0 else (
+        f"{new} frame(s) compiled in the last {MIN_FOLD_WARMUP} warm-up rounds: the read call may not be a "
+        "steady-state one (a CUDA graph's recording), so a pass after the rounds")
+
+
+def _compiled_frames() -> int:
+    """Frames Dynamo has compiled in this process so far (recompiles included)."""
+    import torch._dynamo.utils as dutils
+
+    return int(dutils.counters["frames"]["total"])
+
+
+def _restore_probe(schedule: ProbeSchedule) -> None:
+    """The probe's kernels and buffers back for the samples after the rounds; a failure is
+    the probe's (sampling stops), never the case's."""
+    try:
+        schedule.probe.restore()
+    except Exception as exc:  # noqa: BLE001 - a probe failure is data, not a case failure
+        schedule.probe.sample_error = f"{type(exc).__name__}: {exc}"[:500]
 
 
 def case_threads(device: Any) -> int:
