@@ -32,3 +32,36 @@ def known_breaks_run(tmp_path_factory):
     run = execute(RunOptions(workloads=["known-breaks"], workload_files=[str(CORE_CASES)], compilers=["inductor"],
                              devices=["cpu"], out_dir=str(out), policy=policy, ingest=False, preload=False))
     return run, out
+
+
+# ---- real runs in the background (tests/background.py) ----------------------------------
+
+
+def _background_keys(item: pytest.Item) -> list[str]:
+    from tests.background import BACKGROUND
+
+    return [name for name in getattr(item, "fixturenames", ()) if name in BACKGROUND]
+
+
+@pytest.hookimpl(trylast=True)  # after -k/-m deselection: only what will run is moved
+def pytest_collection_modifyitems(session, config, items):
+    """Tests that read a background run go last, so the run overlaps every other test."""
+    late = [item for item in items if _background_keys(item)]
+    if late:
+        items[:] = [item for item in items if not _background_keys(item)] + late
+
+
+def pytest_collection_finish(session):
+    if session.config.option.collectonly:
+        return
+    from tests.background import BACKGROUND
+
+    for key in sorted({key for item in session.items for key in _background_keys(item)}):
+        BACKGROUND[key].start()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from tests.background import BACKGROUND
+
+    for run in BACKGROUND.values():
+        run.stop()
