@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -167,9 +168,12 @@ def test_what_a_workload_module_declares_its_builds_import_they_do():
     # the declaration must hold, else a forked case's server holds modules its spawned twin never had
     declaring = _declaring_modules()
     assert len(declaring) >= 6, declaring  # hf, transformers zoo, llm, diffusion, diffusers zoo, SDXL pipeline
-    for module, workload in declaring:
-        done = subprocess.run([sys.executable, "-c", BUILD, module, workload], capture_output=True, text=True,
-                              cwd=ROOT, env=_env(), timeout=600)
+    # a fresh process per module (what its build imports is the subject), two at a time: the
+    # processes are independent, and one at a time left one of CI's two cores idle
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        builds = list(pool.map(lambda pair: subprocess.run([sys.executable, "-c", BUILD, *pair], capture_output=True,
+                                                           text=True, cwd=ROOT, env=_env(), timeout=600), declaring))
+    for (module, workload), done in zip(declaring, builds, strict=True):
         assert done.returncode == 0, (module, workload, done.stderr[-2000:])
         got = json.loads(done.stdout.strip().splitlines()[-1])
         assert got["declared"] and got["missing"] == [], (module, workload, got)
