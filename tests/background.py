@@ -2,26 +2,30 @@
 
 The suite runs one test at a time, mostly one Python process on one core, while CI's box has
 two: a long real run whose tests only read its result (the breadth-ci suite: about 130 s of
-Inductor compiles) is started in the background as soon as pytest knows it will be needed,
-and the tests that read it are moved to the end of the session (tests/conftest.py), so the
-run overlaps everything else instead of adding to it. The tests' assertions are unchanged;
-they wait for the run if it is still going.
+Inductor compiles; the tiny UNet's cold compile) is started in the background as soon as
+pytest knows it will be needed, and the tests that read it are moved to the end of the
+session (tests/conftest.py), so the run overlaps everything else instead of adding to it.
+The tests' assertions are unchanged; they wait for the run if it is still going.
 
-Each entry of BACKGROUND is keyed by the fixture name its tests request; a run not started
-by the hook (a plugin reordering, a direct call) starts on first use.
+The runs go one at a time, in the order their tests will read them, in one thread: one
+background process beside the foreground test, not several. Each entry of BACKGROUND is keyed
+by the fixture name its tests request; a run not started by the hook starts on first use.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 STOP_WAIT_S = 30.0  # a SIGTERMed run finishes its case's cleanup within this, else SIGKILL
@@ -33,55 +37,130 @@ def cli_env() -> dict[str, str]:
                 HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
 
 
+class Stopped(RuntimeError):
+    """The session ended before this run's turn (a test failed under -x, Ctrl-C)."""
+
+
+class _Worker:
+    """The one thread that runs the queued work, and the process it is waiting on."""
+
+    def __init__(self) -> None:
+        self.jobs: queue.Queue[BackgroundRun] = queue.Queue()
+        self.thread: threading.Thread | None = None
+        self.current: subprocess.Popen | None = None
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+
+    def submit(self, run: BackgroundRun) -> None:
+        self.jobs.put(run)
+        if self.thread is None:
+            self.thread = threading.Thread(target=self.loop, name="background-runs", daemon=True)
+            self.thread.start()
+
+    def loop(self) -> None:
+        while True:
+            run = self.jobs.get()
+            try:
+                if self.stopping.is_set():
+                    raise Stopped(run.name)
+                run.result = run.work(run.out)
+            except BaseException as exc:  # noqa: BLE001 - handed to the test that waits for it
+                run.error = exc
+            finally:
+                run.done.set()
+
+    def command(self, argv: list[str], timeout: float | None = None) -> subprocess.CompletedProcess:
+        """subprocess.run(argv, capture_output=True, text=True) from ROOT with cli_env(), in a
+        session of its own so that stop() can end the process and what it started."""
+        with self.lock:
+            if self.stopping.is_set():
+                raise Stopped(" ".join(argv[:4]))
+            proc = subprocess.Popen(argv, cwd=ROOT, env=cli_env(), text=True, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True)
+            self.current = proc
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _end(proc)
+            raise
+        finally:
+            with self.lock:
+                self.current = None
+        return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with self.lock:
+            proc = self.current
+        if proc is not None:
+            _end(proc)
+        if self.thread is not None:
+            self.thread.join(timeout=STOP_WAIT_S)
+
+
+def _end(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)  # the CLI ends its worker on SIGTERM
+    try:
+        proc.wait(timeout=STOP_WAIT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+WORKER = _Worker()
+command = WORKER.command
+
+
 @dataclass
 class BackgroundRun:
-    """One CLI run in a folder of its own: started once, waited for by whoever reads it."""
+    """Work done once in a folder of its own, in the background thread; `work` runs its
+    processes through `command`. Its tests call wait() for what `work` returned (or raised)."""
 
     name: str
-    argv: Callable[[Path], list[str]]  # the command, given the run's output folder
+    work: Callable[[Path], Any]
     skip: Callable[[], str | None] = lambda: None  # a reason not to run at all (the tests skip with it)
     out: Path | None = None
-    proc: subprocess.Popen | None = None
     skipped: str | None = None
-    _logs: list = field(default_factory=list)
+    result: Any = None
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> None:
-        if self.proc is not None or self.skipped is not None:
+        if self.out is not None or self.skipped is not None:
             return
         self.skipped = self.skip()
         if self.skipped is not None:
             return
         self.out = Path(tempfile.mkdtemp(prefix=f"compilebench-bg-{self.name}-"))
-        self._logs = [open(self.out / name, "w+") for name in ("stdout.txt", "stderr.txt")]
-        # a session of its own: stop() signals the run's whole group
-        self.proc = subprocess.Popen(self.argv(self.out / "results"), cwd=ROOT, env=cli_env(), text=True,
-                                     stdout=self._logs[0], stderr=self._logs[1], start_new_session=True)
+        WORKER.submit(self)
 
-    def wait(self) -> subprocess.CompletedProcess:
-        """The finished run (returncode, stdout, stderr), as subprocess.run would give it."""
+    def wait(self) -> Any:
         self.start()
-        assert self.proc is not None, "wait() on a skipped run"
-        self.proc.wait()
-        stdout, stderr = ((self.out / name).read_text() for name in ("stdout.txt", "stderr.txt"))
-        return subprocess.CompletedProcess(self.proc.args, self.proc.returncode, stdout, stderr)
+        assert self.skipped is None, f"wait() on a skipped run: {self.skipped}"
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.result
 
-    def results(self) -> Path:
-        assert self.out is not None
-        return self.out / "results"
-
-    def stop(self) -> None:
-        """End a run nobody waited for (a session stopped early) and remove its folder."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)  # the CLI ends its worker on SIGTERM
-            try:
-                self.proc.wait(timeout=STOP_WAIT_S)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        for fh in self._logs:
-            fh.close()
+    def remove(self) -> None:
         if self.out is not None:
             shutil.rmtree(self.out, ignore_errors=True)
+
+
+def stop_all() -> None:
+    """End the run in progress, cancel the rest, remove every run's folder."""
+    WORKER.stop()
+    for run in BACKGROUND.values():
+        run.remove()
+
+
+def cli(*args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
+    return command([sys.executable, "-m", "harness", *args], timeout=timeout)
+
+
+# ---- the runs -----------------------------------------------------------------------------
 
 
 def _breadth_ci_torch_mismatch() -> str | None:
@@ -95,12 +174,22 @@ def _breadth_ci_torch_mismatch() -> str | None:
     return None
 
 
+# the tiny UNet's case as tests/test_diffusion.py's FAST_POLICY measures it (the CLI's policy flags)
+UNET_POLICY_ARGS = ("--warmup", "1", "--min-samples", "3", "--min-time", "0.05")
+
 BACKGROUND: dict[str, BackgroundRun] = {
     # tests/test_breadth_ci.py: `compilebench run --suite breadth-ci` for real, as CI runs it
     "ci_run": BackgroundRun(
         "breadth-ci",
-        lambda out: [sys.executable, "-m", "harness", "run", "--suite", "breadth-ci", "--no-ingest", "--out", str(out),
-                     "--format", "plain"],
+        lambda out: cli("run", "--suite", "breadth-ci", "--no-ingest", "--out", str(out / "results"),
+                        "--format", "plain"),
         skip=_breadth_ci_torch_mismatch,
+    ),
+    # tests/test_diffusion.py: one real cold Inductor compile of the tiny UNet, fullgraph=True
+    "tiny_unet_run": BackgroundRun(
+        "tiny-unet",
+        lambda out: cli("run", "-w", "sdxl-unet", "--scenario", "unet_step", "-c", "inductor-fullgraph",
+                        "--device", "cpu", "--size", "tiny", *UNET_POLICY_ARGS, "--timeout", "1200", "--no-ingest",
+                        "--out", str(out / "results"), "--format", "plain"),
     ),
 }

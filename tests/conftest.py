@@ -56,12 +56,12 @@ def pytest_collection_finish(session):
         return
     from tests.background import BACKGROUND
 
-    for key in sorted({key for item in session.items for key in _background_keys(item)}):
+    # in the order their tests run: the run read first is done first
+    for key in dict.fromkeys(key for item in session.items for key in _background_keys(item)):
         BACKGROUND[key].start()
 
 
 def pytest_sessionfinish(session, exitstatus):
-    from tests.background import BACKGROUND
+    from tests.background import stop_all
 
-    for run in BACKGROUND.values():
-        run.stop()
+    stop_all()

@@ -79,7 +79,7 @@ def ci_run() -> Path:
     proc = run.wait()
     # a failed case (exit 1) is data: its status is pinned, so the check below judges it
     assert proc.returncode in (0, 1), proc.stdout[-4000:] + proc.stderr[-4000:]
-    runs = list((run.results() / "runs").glob("*.json"))
+    runs = list((run.out / "results" / "runs").glob("*.json"))
     assert len(runs) == 1, proc.stdout[-4000:] + proc.stderr[-4000:]
     return runs[0]
 

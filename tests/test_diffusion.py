@@ -3,8 +3,9 @@
 Full-size models are only ever built on the meta device here (parameter counts, input
 shapes); everything that runs uses the tiny SDXL-shaped UNet / VAE on CPU. Graph-break
 checks use Dynamo with the `eager` backend (breaks are a Dynamo property; no Inductor
-compile needed); one end-to-end test runs the tiny UNet through the real runner with
-Inductor and fullgraph=True.
+compile needed); one end-to-end test runs the tiny UNet through the real runner (the CLI)
+with Inductor and fullgraph=True, in the background while the other tests run
+(tests/background.py).
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from compiler import CompilerConfig, register_compiler
+from compiler import CompilerConfig, get_compiler
 from harness.measure.worker import run_case
 from harness.model.scenarios import get_scenario
-from harness.model.schema import Case
+from harness.model.schema import Case, load_run
 from harness.model.workloads import WorkloadContext, get_workload
-from harness.run.runner import RunOptions, execute, plan_cases
+from harness.run.runner import RunOptions, plan_cases
 from suites import diffusion as dif
 from suites import get_suite
+from tests.background import BACKGROUND
 
 # torch-version-sensitive: `pytest -m compat` / `tox -e compat` run these on the installed torch
 pytestmark = pytest.mark.compat
@@ -243,13 +245,25 @@ def test_diffusion_suite_plans_full_size_fp16_cuda_cases():
 # ----- end to end through the real runner (Inductor) -----------------------------------
 
 
-def test_tiny_unet_through_the_runner_fullgraph_inductor(tmp_path):
+@pytest.fixture(scope="module")
+def tiny_unet_run():
+    """`compilebench run` of the tiny UNet's unet_step with inductor-fullgraph (FAST_POLICY's
+    warmup and sample counts): started when collection ends, its test last
+    (tests/background.py), so the compile overlaps the other tests. The run's one record."""
+    proc = BACKGROUND["tiny_unet_run"].wait()
+    runs = list((BACKGROUND["tiny_unet_run"].out / "results" / "runs").glob("*.json"))
+    assert proc.returncode in (0, 1) and len(runs) == 1, proc.stdout[-4000:] + proc.stderr[-4000:]
+    (record,) = load_run(runs[0]).records
+    policy = {key: FAST_POLICY[key] for key in ("warmup", "min_samples", "min_time_s")}  # the CLI flags gave it
+    assert {key: record.metrics["policy"][key] for key in policy} == policy, record.metrics["policy"]
+    return record
+
+
+def test_tiny_unet_through_the_runner_fullgraph_inductor(tiny_unet_run):
     """One real cold Inductor compile of the tiny UNet: ok record, zero graph breaks with
     fullgraph=True, accuracy within the fp32 tolerance."""
-    register_compiler(CompilerConfig("test-inductor-fullgraph", fullgraph=True))
-    run = execute(RunOptions(workloads=["sdxl-unet"], scenarios=["unet_step"], compilers=["test-inductor-fullgraph"],
-                             sizes=["tiny"], out_dir=str(tmp_path), policy=FAST_POLICY, ingest=False, timeout_s=1200))
-    (record,) = run.records
+    record = tiny_unet_run
+    assert record.case.compiler == "inductor-fullgraph" and get_compiler("inductor-fullgraph").fullgraph
     assert record.status == "ok", (record.error, record.logs.get("stderr", "")[-2000:])
     assert record.metrics["graph_breaks"] == 0
     assert record.metrics["accuracy"]["status"] == "pass"
