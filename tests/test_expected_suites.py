@@ -13,7 +13,7 @@ from harness.run.runner import RunOptions, plan_cases
 # suite -> (torch minor the file was made on, compilers it must hold)
 FILES = {
     "hf-tiny": ("2.13", {"eager", "inductor"}),
-    "timm-tiny": ("2.14", {"eager"}),
+    "timm-tiny": ("2.14", {"eager", "inductor"}),
     "transformers-zoo-tiny": ("2.13", {"eager", "inductor"}),
     "diffusers-tiny": ("2.13", {"eager", "inductor"}),
 }
