@@ -45,7 +45,7 @@ class _Worker:
     """The one thread that runs the queued work, and the process it is waiting on."""
 
     def __init__(self) -> None:
-        self.jobs: queue.Queue[BackgroundRun] = queue.Queue()
+        self.jobs: queue.Queue[BackgroundRun | None] = queue.Queue()  # None: the loop ends
         self.thread: threading.Thread | None = None
         self.current: subprocess.Popen | None = None
         self.lock = threading.Lock()
@@ -58,8 +58,7 @@ class _Worker:
             self.thread.start()
 
     def loop(self) -> None:
-        while True:
-            run = self.jobs.get()
+        while (run := self.jobs.get()) is not None:
             try:
                 if self.stopping.is_set():
                     raise Stopped(run.name)
@@ -95,6 +94,7 @@ class _Worker:
         if proc is not None:
             _end(proc)
         if self.thread is not None:
+            self.jobs.put(None)  # queued runs ahead of it raise Stopped at once
             self.thread.join(timeout=STOP_WAIT_S)
 
 
@@ -193,3 +193,10 @@ BACKGROUND: dict[str, BackgroundRun] = {
                         "--out", str(out / "results"), "--format", "plain"),
     ),
 }
+
+
+def wait_idle() -> None:
+    """Until every started run has finished (its result is not looked at here)."""
+    for run in BACKGROUND.values():
+        if run.out is not None:
+            run.done.wait()

@@ -65,3 +65,12 @@ def pytest_sessionfinish(session, exitstatus):
     from tests.background import stop_all
 
     stop_all()
+
+
+@pytest.fixture
+def no_background_run():
+    """For a test whose real run must not be contended by a background run (tests/background.py):
+    waits until those are done. In a whole session they finished long before."""
+    from tests.background import wait_idle
+
+    wait_idle()

@@ -179,9 +179,11 @@ def test_expressions():
 
 
 @pytest.mark.slow
-def test_two_real_nights_of_tiny_cases(tmp_path):
+def test_two_real_nights_of_tiny_cases(tmp_path, no_background_run):
     """Real `compilebench run` (tiny mlp-classic on CPU) through the workflow's steps: night 2
-    compares with night 1 from the store; the GPU matrix runs the same cases on CPU in 2 shards."""
+    compares with night 1 from the store; the GPU matrix runs the same cases on CPU in 2 shards.
+    Night 1 must be judgeable to be night 2's base, so it must not be contended: the test waits
+    for the background runs (a night run beside one was contended, and night 2 found no base)."""
     select = "-w mlp-classic -c eager --scenario forward --size tiny"
     # each run step is one case: spawned, that costs less than starting a preloaded server
     # (test_forkserver holds the two paths equal)
