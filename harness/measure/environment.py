@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-PACKAGES = ("torch", "triton", "pytorch-triton", "transformers", "diffusers", "numpy", "compilebench")
+# timm and torchvision: the timm suites build with them, and a timm or torchvision change moves
+# those figures (expected files key on the packages a suite names, harness/analysis/expected.py)
+PACKAGES = ("torch", "triton", "pytorch-triton", "transformers", "diffusers", "timm", "torchvision", "numpy", "compilebench")
 
 
 # a folder set here is one Inductor cache shared by every case of the run (FX graphs,
