@@ -2,7 +2,7 @@
 
 The suite runs one test at a time, mostly one Python process on one core, while CI's box has
 two: a long real run whose tests only read its result (the breadth-ci suite: about 130 s of
-Inductor compiles; the tiny UNet's cold compile) is started in the background as soon as
+Inductor compiles; the tiny UNet's cold compile; the tiny LLM scenarios) is started in the background as soon as
 pytest knows it will be needed, and the tests that read it are moved to the end of the
 session (tests/conftest.py), so the run overlaps everything else instead of adding to it.
 The tests' assertions are unchanged; they wait for the run if it is still going.
@@ -68,13 +68,14 @@ class _Worker:
             finally:
                 run.done.set()
 
-    def command(self, argv: list[str], timeout: float | None = None) -> subprocess.CompletedProcess:
-        """subprocess.run(argv, capture_output=True, text=True) from ROOT with cli_env(), in a
-        session of its own so that stop() can end the process and what it started."""
+    def command(self, argv: list[str], timeout: float | None = None,
+                extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """subprocess.run(argv, capture_output=True, text=True) from ROOT with cli_env() and
+        `extra_env`, in a session of its own so that stop() can end the process and what it started."""
         with self.lock:
             if self.stopping.is_set():
                 raise Stopped(" ".join(argv[:4]))
-            proc = subprocess.Popen(argv, cwd=ROOT, env=cli_env(), text=True, stdout=subprocess.PIPE,
+            proc = subprocess.Popen(argv, cwd=ROOT, env={**cli_env(), **(extra_env or {})}, text=True, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, start_new_session=True)
             self.current = proc
         try:
@@ -156,8 +157,8 @@ def stop_all() -> None:
         run.remove()
 
 
-def cli(*args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
-    return command([sys.executable, "-m", "harness", *args], timeout=timeout)
+def cli(*args: str, timeout: float | None = None, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return command([sys.executable, "-m", "harness", *args], timeout=timeout, extra_env=extra_env)
 
 
 # ---- the runs -----------------------------------------------------------------------------
@@ -174,6 +175,22 @@ def _breadth_ci_torch_mismatch() -> str | None:
     return None
 
 
+# tests/test_llm.py's policy for the llm cases (min_time_s 0.2, min_samples 5, warmup 2), and one
+# OpenMP thread: on a shared, oversubscribed CI box spinning threads made a tiny model's step
+# 20x slower, and the tests check behaviour, not speed
+LLM_POLICY_ARGS = ("--min-time", "0.2", "--min-samples", "5", "--warmup", "2", "--timeout", "600")
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+
+
+def _llm_runs(out: Path) -> list[subprocess.CompletedProcess]:
+    """The `llm` part of the smoke suite, then GPT-2's train step (two runs, one folder)."""
+    common = (*LLM_POLICY_ARGS, "--no-ingest", "--out", str(out / "results"), "--format", "plain")
+    from suites.llm import SMOKE_WORKLOADS
+
+    return [cli("run", "--suite", "smoke", "-w", ",".join(SMOKE_WORKLOADS), *common, extra_env=ONE_THREAD),
+            cli("run", "-w", "gpt2", "--scenario", "llm-train", "--size", "tiny", *common, extra_env=ONE_THREAD)]
+
+
 # the tiny UNet's case as tests/test_diffusion.py's FAST_POLICY measures it (the CLI's policy flags)
 UNET_POLICY_ARGS = ("--warmup", "1", "--min-samples", "3", "--min-time", "0.05")
 
@@ -185,6 +202,8 @@ BACKGROUND: dict[str, BackgroundRun] = {
                         "--format", "plain"),
         skip=_breadth_ci_torch_mismatch,
     ),
+    # tests/test_llm.py: every llm scenario of the smoke suite and GPT-2's train step, tiny, CPU
+    "llm_smoke_runs": BackgroundRun("llm-smoke", _llm_runs),
     # tests/test_diffusion.py: one real cold Inductor compile of the tiny UNet, fullgraph=True
     "tiny_unet_run": BackgroundRun(
         "tiny-unet",

@@ -228,25 +228,26 @@ def test_reduce_overhead_compiler_is_available_and_suites_plan():
 
 # ---- the real runner on tiny models ----------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    """The `llm` part of the smoke suite plus GPT-2's train step, through the real runner
-    (one process per case). Workers get one OpenMP thread: on a shared, oversubscribed CI
-    box spinning threads made a tiny model's step 20x slower, and a test checks behaviour,
-    not speed. Both runs fork their cases from one preloaded server (a run's own pool, held
-    across the two), which pays the imports of torch and transformers once."""
-    from harness.run.forkserver import preloaded_workers
-    from harness.run.runner import RunOptions, execute
+POLICY = {"min_time_s": 0.2, "min_samples": 5, "warmup": 2}  # tests/background.py LLM_POLICY_ARGS
 
-    out = tmp_path_factory.mktemp("llm-results")
-    policy = {"min_time_s": 0.2, "min_samples": 5, "warmup": 2, "max_time_s": 3.0}
-    with pytest.MonkeyPatch.context() as mp, preloaded_workers():
-        mp.setenv("OMP_NUM_THREADS", "1")
-        smoke = execute(RunOptions(suite="smoke", workloads=list(llm.SMOKE_WORKLOADS), out_dir=str(out),
-                                   policy=policy, ingest=False, timeout_s=600))
-        train = execute(RunOptions(workloads=["gpt2"], scenarios=["llm-train"], sizes=["tiny"], out_dir=str(out),
-                                   policy=policy, ingest=False, timeout_s=600))
-    return {(r.case.workload, r.case.scenario): r for r in smoke.records + train.records}
+
+@pytest.fixture(scope="module")
+def smoke_run():
+    """The `llm` part of the smoke suite plus GPT-2's train step, through the real runner (the
+    CLI: one process per case, one OpenMP thread), in the background while the other tests run
+    (tests/background.py); the records by (workload, scenario)."""
+    from harness.model.schema import load_run
+    from tests.background import BACKGROUND
+
+    procs = BACKGROUND["llm_smoke_runs"].wait()
+    for proc in procs:
+        assert proc.returncode in (0, 1), proc.stdout[-4000:] + proc.stderr[-4000:]  # a failed case is data
+    runs = sorted((BACKGROUND["llm_smoke_runs"].out / "results" / "runs").glob("*.json"))
+    assert len(runs) == 2, [proc.stdout[-2000:] for proc in procs]
+    records = [r for path in runs for r in load_run(path).records]
+    for r in records:  # the CLI flags gave the test's policy
+        assert {k: r.metrics["policy"][k] for k in POLICY} == POLICY, (r.case_id, r.metrics.get("policy"))
+    return {(r.case.workload, r.case.scenario): r for r in records}
 
 
 def test_every_llm_scenario_gives_an_ok_record_with_its_metrics(smoke_run):
