@@ -245,18 +245,17 @@ class RoundPeaks:
     before/after hooks still can): ~230 us of host work each on an H200, which slowed the
     samples of a deep MLP +8-30% (benchmarks/probe_between_rounds.py).
 
-    `resident_bytes`: bytes held meanwhile that are not the case's, subtracted from the peak,
-    never from the rise. The worker passes none: the GPU probe's buffers are freed while the
-    peak is read (MachineProbe.release), since the allocator delta once measured around the
-    probe's start took in whatever else the process allocated then (CUDA-graph cases on an
-    H200: 100 MiB "resident" for 68 MiB of buffers, likely the cuBLAS workspace the probe's
-    GEMM re-made after a capture freed it; those cases' peaks read 32 MiB low). The record
-    keeps 0."""
+    Nothing is subtracted from the peak: the GPU probe's buffers are freed while it is read
+    (MachineProbe.release). An allocator delta once measured around the probe's start and
+    subtracted took in whatever else the process allocated then (CUDA-graph cases on an H200:
+    100 MiB "resident" for 68 MiB of buffers, likely the cuBLAS workspace the probe's GEMM
+    re-made after a capture freed it; those cases' peaks read 32 MiB low). The record keeps
+    `probe_resident_bytes` at 0 so files of either age read alike."""
 
-    def __init__(self, device: Any, resident_bytes: int = 0, clock: Clock = time.perf_counter_ns,
-                 gc_s: float = 0.0):
+    resident_bytes = 0  # bytes subtracted from the peak: none (see above)
+
+    def __init__(self, device: Any, clock: Clock = time.perf_counter_ns, gc_s: float = 0.0):
         self.device = device
-        self.resident_bytes = resident_bytes
         self.clock = clock
         self.gc_s = gc_s  # the garbage collection before the rounds (memory_pass's gc.collect, once)
         self.spent_s: dict[str, float] = {}  # per variant: seconds in its resets and reads (never timed)
@@ -284,7 +283,7 @@ class RoundPeaks:
         self.spent_s[name] = self.spent_s.get(name, 0.0) + (self.clock() - start) / 1e9
 
     def to_dict(self) -> dict[str, Any]:
-        """What the record keeps of the reading: the subtracted bytes, reads and cost per variant."""
+        """What the record keeps of the reading: reads and cost per variant."""
         return {"scope": "last_warmup", "probe_resident_bytes": self.resident_bytes, "reads": dict(self.reads),
                 "spent_s": dict(self.spent_s), "gc_s": round(self.gc_s, 6)}
 
@@ -293,7 +292,7 @@ class RoundPeaks:
         if name not in self._best:
             return None
         peak, delta = self._best[name]
-        return Memory(peak_memory_bytes=peak - self.resident_bytes, peak_memory_delta_bytes=delta,
+        return Memory(peak_memory_bytes=peak, peak_memory_delta_bytes=delta,
                       memory_kind=self.device.memory_kind, memory_source="rounds")
 
 
