@@ -39,19 +39,45 @@ def _workloads():
     runner.load_registries([])
 
 
-def test_a_cpu_case_server_imports_what_the_case_imports_and_no_more():
-    eager = forkserver.preload_for("cpu", setup_imports(get_compiler("eager")))
-    inductor = forkserver.preload_for("cpu", setup_imports(get_compiler("inductor")))
+def test_a_case_server_imports_what_the_case_imports_and_no_more():
+    eager = forkserver.preload_for(setup_imports(get_compiler("eager")))
+    inductor = forkserver.preload_for(setup_imports(get_compiler("inductor")))
     assert eager == ("torch", "torch._dynamo", "harness.measure.worker")
     assert inductor == ("torch", "torch._dynamo", "torch._inductor.compile_fx", "harness.measure.worker")
     assert not any(m.startswith(HEAVY) for m in eager + inductor)
     # what a workload's module declares its builds import comes too, before the worker
-    hf = forkserver.preload_for("cpu", setup_imports(get_compiler("eager")), forkserver.workload_preload("hf-BertForMaskedLM"))
+    hf = forkserver.preload_for(setup_imports(get_compiler("eager")), forkserver.workload_preload("hf-BertForMaskedLM"))
     assert hf == ("torch", "torch._dynamo", "transformers", "transformers.modeling_utils", "harness.measure.worker")
     assert forkserver.workload_preload("mlp-classic") == () and forkserver.workload_preload("no-such-workload") == ()
-    # a GPU case's peaks are the allocator's: its server keeps every module; so does a non-case task
-    assert forkserver.preload_for("cuda", setup_imports(get_compiler("inductor"))) == forkserver.PRELOAD
-    assert forkserver.preload_for("cpu", None) == forkserver.PRELOAD
+    # a non-case task (a sweep shape, a coldstart row) gets every module
+    assert forkserver.preload_for(None) == forkserver.PRELOAD
+
+
+class _FakeServer:
+    """Records what a pool asked a server to import; starts nothing."""
+
+    def __init__(self, python, env, cwd, isa_cache_dir, modules):
+        self.isa, self.modules = isa_cache_dir, tuple(modules)
+
+    def ready(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_gpu_case_and_a_cpu_inductor_case_with_the_same_modules_get_servers_of_their_own(monkeypatch):
+    # only the CPU case's server settles the ISA probe (which may start the CUDA driver: such a
+    # server refuses CUDA cases), so a shared one would serve one of them the wrong way
+    monkeypatch.setattr(forkserver, "ForkServer", _FakeServer)
+    pool = forkserver.ServerPool("/nowhere")
+    modules = forkserver.preload_for(setup_imports(get_compiler("inductor")))
+    gpu = pool.get("python3", {"A": "1"}, None, modules)
+    cpu = pool.get("python3", {"A": "1"}, "/tmp/isa", modules)
+    assert gpu is not cpu and gpu.isa is None and cpu.isa == "/tmp/isa"
+    assert pool.get("python3", {"A": "1"}, None, modules) is gpu  # the next GPU case reuses its server
+    assert pool.get("python3", {"A": "1"}, "/tmp/isa", modules) is cpu
+    assert len(pool.servers) == 2
 
 
 FILE_PAGES = r'''

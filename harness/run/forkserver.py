@@ -27,8 +27,10 @@ Why a forked CPU case's peak RSS means what a spawned one's means (its memory fi
 RSS high-water mark, mostly the RSS it starts with): it inherits the server's anonymous
 pages, so a CPU case's server imports only what that case's worker imports anyway
 (`preload_for`: one server per module set as well); and it maps again the library pages the
-server had mapped (`map_file_pages`), which a fork does not copy. GPU cases keep the server
-with every module (`PRELOAD`): their peaks are the allocator's.
+server had mapped (`map_file_pages`), which a fork does not copy. GPU cases too: their
+memory peaks are the allocator's, but compile host memory is the worker's RSS (on an H200 a
+server with every module put mlp-deep's at 1239 MiB against 1019 MiB spawned, and compare
+failed the preloaded tree on it).
 
 Isolation is the spawn path's (harness/run/isolation.py): each case is a child that calls
 `setsid()` before the server reports its pid (so the runner's killpg always finds its
@@ -80,16 +82,18 @@ NO_PRELOAD_ENV = "COMPILEBENCH_NO_PRELOAD"
 PRELOAD_ATTR = "PRELOAD_MODULES"  # a workload module's: what each of its builds imports (workload_preload)
 
 
-def preload_for(device: str, setup_modules: Sequence[str] | None, workload_modules: Sequence[str] = ()) -> tuple[str, ...]:
-    """The modules a server imports for a case on `device` whose setup imports
+def preload_for(setup_modules: Sequence[str] | None, workload_modules: Sequence[str] = ()) -> tuple[str, ...]:
+    """The modules a server imports for a case whose setup imports
     `setup_modules` (harness.measure.worker.setup_imports; None: not a case, e.g. a sweep
-    task) and whose workload's build imports `workload_modules` (workload_preload): a CPU
-    case's server imports what a spawned worker of that case imports anyway and nothing
+    task) and whose workload's build imports `workload_modules` (workload_preload): a case's
+    server imports what a spawned worker of that case imports anyway and nothing
     more, since its peak RSS counts every anonymous page it inherits (transformers, diffusers
     and the modeling modules added 95 MiB to a tiny MLP's, torch._inductor 43 MiB to an
-    eager case's, the 11 workload modules 8 MiB to a case that imports one); a GPU case's
-    peaks are the allocator's, and it keeps every module."""
-    if setup_modules is None or not device.startswith("cpu"):
+    eager case's, the 11 workload modules 8 MiB to a case that imports one). A GPU case the
+    same: its memory peaks are the allocator's, but its compile host memory (the worker's
+    peak RSS while compiling) is not (H200, 2026-12-01: mlp-deep forward 1239 MiB from the
+    every-module server against 1019 MiB spawned, the same 107 MiB growth on top)."""
+    if setup_modules is None:
         return PRELOAD
     wanted = ESSENTIAL | set(setup_modules)
     torch_part = [m for m in PRELOAD if m in wanted and m != "harness.measure.worker"]
@@ -115,7 +119,7 @@ def case_preload(spec: Any) -> tuple[str, ...]:
 
     if spec.task != CASE_TASK or spec.compiler is None or spec.case is None:
         return PRELOAD
-    return preload_for(spec.case.device, setup_imports(spec.compiler), workload_preload(spec.case.workload))
+    return preload_for(setup_imports(spec.compiler), workload_preload(spec.case.workload))
 
 
 class ForkServerError(RuntimeError):
@@ -623,8 +627,10 @@ class ForkServer:
 
 
 class ServerPool:
-    """One server per (python, import-time environment, modules to preload), started on first
-    use, closed at the end."""
+    """One server per (python, import-time environment, modules to preload, whether it settles
+    the CPU ISA probe), started on first use, closed at the end. A CPU Inductor case and a GPU
+    case may want the same modules, but only the former's server runs the ISA probe (which
+    may start the CUDA driver: then it refuses CUDA cases), so they do not share one."""
 
     def __init__(self, cwd: str) -> None:
         self.cwd = cwd
@@ -635,7 +641,7 @@ class ServerPool:
             modules: Sequence[str] = PRELOAD) -> ForkServer:
         """`isa_cache_dir`: a CPU case's ISA probe folder, so a new server settles the probe once;
         `modules`: what it imports (preload_for)."""
-        key = (*server_key(python, env), tuple(modules))
+        key = (*server_key(python, env), tuple(modules), isa_cache_dir is not None)
         with self.lock:
             server = self.servers.get(key)
             if server is None:
