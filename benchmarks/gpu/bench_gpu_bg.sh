@@ -5,7 +5,11 @@
 #
 #   call 1:  bash benchmarks/gpu/bench_gpu_bg.sh start            # returns at once
 #   call 2:  bash benchmarks/gpu/bench_gpu_bg.sh collect          # waits up to WAIT_S, copies to $OUT
+#   any call: bash benchmarks/gpu/bench_gpu_bg.sh stop             # SIGTERM to the run's process group
 #
+# `stop` signals the session `start` made (its id is in $DIR/pgid), so finished cases are saved and
+# nothing else is hit: `pkill -f <pattern>` from a device call matches that call's own shell, whose
+# command line holds the pattern too (2026-12-01, a lost call).
 # The run lives in $DIR (default /tmp/cb-bench-gpu, outside the per-call $OUT, which each call
 # gets empty); `collect` prints the log tail, the wall time and the phase table
 # (benchmarks/gpu/phase_table.py) and brings back $OUT/bench-gpu.tgz (the run's files without
@@ -60,6 +64,7 @@ case "${1:-}" in
     setsid nohup bash -c "s=\$(date +%s); ( $CMD ) > \"$DIR/gpu-run.log\" 2>&1; rc=\$?; \
       echo \"{\\\"rc\\\": \$rc, \\\"wall_s\\\": \$((\$(date +%s) - s))}\" > \"$DIR/wall.json\"" \
       < /dev/null > /dev/null 2>&1 &
+    echo $! > "$DIR/pgid"  # setsid execs in the child (not a group leader): its pid is the new session's id
     sleep 5; echo "started in $DIR:"; tail -n 3 "$DIR/gpu-run.log" 2>/dev/null
     ;;
   collect)
@@ -78,5 +83,13 @@ case "${1:-}" in
     pack_out
     [ -f "$DIR/wall.json" ]
     ;;
-  *) echo "usage: $0 start|collect" >&2; exit 2 ;;
+  stop)
+    [ -f "$DIR/pgid" ] || { echo "no $DIR/pgid: nothing started here" >&2; exit 1; }
+    pg=$(cat "$DIR/pgid")
+    kill -TERM -- "-$pg" 2>/dev/null && echo "sent SIGTERM to process group $pg"
+    for _ in $(seq 1 60); do kill -0 -- "-$pg" 2>/dev/null || break; sleep 1; done  # a run saves its file first
+    kill -0 -- "-$pg" 2>/dev/null && echo "process group $pg still alive after 60 s"
+    tail -n 5 "$DIR/gpu-run.log"; pack_out
+    ;;
+  *) echo "usage: $0 start|collect|stop" >&2; exit 2 ;;
 esac
