@@ -79,6 +79,11 @@ ESSENTIAL = frozenset({"torch", "harness.measure.worker"})
 MAX_RESTARTS = 4  # each skipped module costs one more import pass, once per run
 READY_TIMEOUT_S = 600.0
 NO_PRELOAD_ENV = "COMPILEBENCH_NO_PRELOAD"
+# GPU cases spawn unless this is 1: on an H200 (2026-12-01, torch 2.11) a forked mlp-deep
+# forward case's Inductor phase took 1.23-1.46 s in 5 processes against 0.54-0.84 s in 7
+# spawned ones (its other compile phases alike; +0.6-1.1 s of a 3-5 s cold compile), cause not
+# found; the CPU cases of this 2-core box show no such gap (docs/BENCHMARKS.md, "Fifth session")
+GPU_PRELOAD_ENV = "COMPILEBENCH_PRELOAD_GPU"
 PRELOAD_ATTR = "PRELOAD_MODULES"  # a workload module's: what each of its builds imports (workload_preload)
 
 
@@ -699,6 +704,11 @@ def preloaded_workers(enabled: bool = True, cwd: str | None = None) -> Iterator[
 def preload_enabled(requested: bool = True) -> bool:
     return requested and hasattr(os, "fork") and sys.platform.startswith("linux") and \
         os.environ.get(NO_PRELOAD_ENV, "") in ("", "0")
+
+
+def gpu_preload_enabled() -> bool:
+    """Whether a case on a non-CPU device may fork from a server (COMPILEBENCH_PRELOAD_GPU=1)."""
+    return os.environ.get(GPU_PRELOAD_ENV, "") == "1"
 
 
 def open_pool() -> ServerPool | None:

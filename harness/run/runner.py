@@ -31,7 +31,14 @@ from harness.measure.spec import WorkerSpec
 from harness.measure.timing import StopPolicy
 from harness.model.errors import UserError
 from harness.model.schema import Case, Record, Run, save_run
-from harness.run.forkserver import ForkServerError, case_preload, open_pool, preloaded_workers
+from harness.run.forkserver import (
+    GPU_PRELOAD_ENV,
+    ForkServerError,
+    case_preload,
+    gpu_preload_enabled,
+    open_pool,
+    preloaded_workers,
+)
 from harness.run.isolation import child_env, classify_memory_failure, memory_limit_bytes, sweep_escaped
 from harness.run.journal import Journal, journal_path
 from harness.run.lookup import resolve_run as resolve_run  # re-exported: RUN arguments resolve in one place
@@ -428,6 +435,9 @@ def _server_for(spec: WorkerSpec, python: str, env: dict[str, str], trace_dir: P
     device = spec.case.device if spec.case else str(spec.payload.get("device", "cpu"))
     if trace_dir is not None:
         return None, {"start": "spawn", "start_note": "--trace: TORCH_TRACE is read when torch is imported"}
+    if not device.startswith("cpu") and not gpu_preload_enabled():
+        return None, {"start": "spawn", "start_note": f"a {device} case is spawned: forked ones compiled slower on an "
+                      f"H200 (docs/BENCHMARKS.md, Fifth session); {GPU_PRELOAD_ENV}=1 forks them"}
     # another interpreter (--env, ab/versions/bisect sides) gets a server of its own, started
     # with that python (server_key holds it) and this checkout on PYTHONPATH (worker_env), as
     # its spawned workers import harness; a server that cannot start there is broken: spawn
