@@ -567,3 +567,36 @@ def test_probes_of_different_versions_are_not_normalised_and_compare_says_why():
     normalised = compare_case(case.case_id, base, same, _defaults())
     latency = normalised.metric("latency")
     assert latency.verdict == SLOWER_EAGER_TOO and latency.change > 0.3 and not normalised.probe_caveat
+
+
+def test_latency_of_unnormalised_processes_stands_only_with_the_in_process_speedup():
+    """Old (7edde66) vs new on an H200, 3 processes a side, probe versions that differ: one slow
+    new process moved the pooled reduce-overhead forward latency +14.7% while every process's
+    speedup stayed in the other side's range: `noisy`, not a regression (the real run files)."""
+    from pathlib import Path
+
+    from harness.model.schema import load_run
+
+    folder = Path(__file__).resolve().parents[1] / "results/baselines/h200-2026-12-01e/oldnew-mlp-deep-x3"
+    old = [load_run(p) for p in sorted(folder.glob("*-old-*.json"))]
+    new = [load_run(p) for p in sorted(folder.glob("*-new-*.json"))]
+    cmp = compare_runs(old, new)
+    ro = next(c for c in cmp.cases if c.case_id.startswith("mlp-deep/forward/inductor-reduce-overhead"))
+    assert ro.processes == (3, 3) and ro.probe_change is None
+    assert ro.metric("latency").verdict == NOISY and ro.metric("latency").change > 0.1
+    assert ro.metric("speedup").verdict not in (REGRESSION, IMPROVEMENT)
+    assert any("host speed, not judged" in f for f in ro.flags)
+
+
+def test_a_compiled_only_slowdown_in_every_process_still_fails_without_a_probe():
+    """The same shape, 3 processes a side and no probe, but the compiled code 30% slower in each
+    head process and eager unchanged: the in-process speedup drops too, so latency stays a
+    regression (the rule above never hides a change the speedup confirms)."""
+    rng = np.random.default_rng(21)
+    case = synthetic_case(0)
+    base = [synthetic_record(case, rng) for _ in range(3)]
+    head = [synthetic_record(case, rng, compiled_median=5e-4 * 1.3) for _ in range(3)]
+    result = compare_case(case.case_id, base, head, _defaults())
+    assert result.processes == (3, 3) and result.probe_change is None
+    assert result.metric("speedup").verdict == REGRESSION
+    assert result.metric("latency").verdict == REGRESSION and result.verdict == REGRESSION

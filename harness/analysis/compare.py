@@ -164,6 +164,7 @@ def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds
     if result.status_head != "ok":  # status gating switched off: nothing to measure
         return result, []
     result.contention = _contention(base, head)
+    result.processes = (len(base), len(head))
     probe = machine_probe(base, head, thresholds, torch_differs)
     result.probe_change = probe.change if probe else None
     version_note = probe_version_note(base, head) if probe is None else None
@@ -276,10 +277,34 @@ def _attribute_speedup(result: CaseResult) -> None:
     result.flags.append(said)
 
 
+def _latency_of_unnormalised_processes(result: CaseResult) -> None:
+    """A latency verdict from the pooled raw samples of under 4 processes a side that no probe
+    could normalise (none usable, or versions that differ) stands only where the speedup,
+    measured inside each process, agrees; otherwise `noisy`. Across processes of one host the
+    speed moves (an H200, 2026-12-01: one case's eager latency 1.9x across 5 processes; old vs
+    new mlp-deep, 3 a side: one slow process made a compiled-only +14.7% `regression` while
+    every process's speedup stayed in the other side's range). A real compiled-code change
+    moves the speedup too and still fails on it; a whole-model one is `_attribute_latency`'s."""
+    latency, speedup = result.metric("latency"), result.metric("speedup")
+    if latency is None or speedup is None or result.probe_change is not None or result.processes is None:
+        return
+    if latency.verdict not in (REGRESSION, IMPROVEMENT) or min(result.processes) >= MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST:
+        return
+    if speedup.verdict in (REGRESSION, IMPROVEMENT):
+        return
+    said = (f"latency {latency.change:+.1%} from the pooled samples of {result.processes[0]} and "
+            f"{result.processes[1]} process(es) with no probe to normalise them, while the in-process "
+            f"speedup held ({(speedup.change or 0.0):+.1%}): host speed, not judged (run 4+ processes a side)")
+    latency.verdict = NOISY
+    latency.note = f"{latency.note}; {said}"
+    result.flags.append(said)
+
+
 def _finish_case(result: CaseResult, thresholds: Thresholds | None = None) -> None:
     moved_at = thresholds.get("probe") if thresholds is not None else None
     _attribute_latency(result, float(moved_at) if moved_at is not None else DEFAULT_PROBE_MOVED)
     _attribute_speedup(result)
+    _latency_of_unnormalised_processes(result)
     _mark_contended(result, thresholds)
     if result.metrics:
         result.verdict = worst(m.verdict for m in result.metrics) or Verdict.UNCHANGED

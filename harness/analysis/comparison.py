@@ -55,6 +55,8 @@ class CaseResult:
     fails_by_policy: bool = False
     # why the probe cannot tell machine drift from a real change here ('' when it can)
     probe_caveat: str = ""
+    # records judged on each side, one per process (base, head); None: not judged (status, missing)
+    processes: tuple[int, int] | None = None
     # per side: processes, how many the worker marked contended, the largest cpu_wait_fraction
     # and the threads (None: no record on either side measured contention)
     contention: dict[str, dict[str, Any]] | None = None
