@@ -25,6 +25,9 @@ from compiler import CompilerConfig
 from harness.model.schema import Case, write_json_atomic
 
 CASE_TASK = "case"
+# set by a fork server in a case it forks (harness/run/forkserver.py own_inherited_pages): JSON of
+# the copy-on-write pages it made its own before the worker started; the record keeps it
+OWNED_PAGES_ENV = "COMPILEBENCH_OWNED_PAGES"
 
 
 class TaskError(ValueError):

@@ -154,6 +154,14 @@ def process_cpu_s() -> float:
     return time.process_time() + children.ru_utime + children.ru_stime
 
 
+def minor_faults() -> int:
+    """Minor page faults this process has taken (getrusage ru_minflt): a fault that needed no
+    disk read, e.g. a first touch or a copy-on-write copy."""
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
+
+
 def timer_overhead_s(timer: Callable[[Callable[[], Any], int], float], n: int = 10_000) -> float:
     """Median seconds the timer itself adds to one sample (timing a no-op)."""
     noop: Callable[[], None] = lambda: None  # noqa: E731

@@ -27,7 +27,7 @@ from typing import Any
 from compiler import CompilerConfig
 from harness.measure.contention import CONTENTION_KEY, ContentionMeter
 from harness.measure.probe import PROBE_KEY, ProbeSchedule, make_probe
-from harness.measure.spec import CASE_TASK, WorkerSpec, task_function
+from harness.measure.spec import CASE_TASK, OWNED_PAGES_ENV, WorkerSpec, task_function
 from harness.measure.timing import (
     Clock,
     EventTimer,
@@ -35,6 +35,7 @@ from harness.measure.timing import (
     StopPolicy,
     calibrate_inner,
     measure_interleaved,
+    minor_faults,
     process_cpu_s,
 )
 from harness.model.jsonfile import json_safe
@@ -469,8 +470,11 @@ def compile_first_call(state: CaseState) -> None:
     prepared = state.prepared
     state.observer = CompileObserver().start()
     compile_memory = CompileMemoryProbe(state.device).start()  # host peak RSS of the compile, next to the device's
-    cpu_before = process_cpu_s()
+    cpu_before, faults_before = process_cpu_s(), minor_faults()
     out, state.compiled_first_s = timed_first_call(prepared.compiled, state.device.synchronize, state.clock)
+    # page faults the compile took in this process: a forked case that still shared its server's
+    # pages copy-on-write took ~30k more than a spawned one (harness/run/forkserver.py own_inherited_pages)
+    state.record.metrics["compile_minor_faults"] = minor_faults() - faults_before
     # CPU seconds: the compile's work, which waiting for a busy core does not inflate (docs/GATING.md).
     # Complete on CPU only: a GPU case's Triton compiles run in Inductor's compile-worker pool,
     # which is never waited for, so compare gates GPU compile time on wall seconds instead
@@ -888,6 +892,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     record = run_case(spec)
     record.worker = {"pid": os.getpid(), "python": sys.executable}
+    if os.environ.get(OWNED_PAGES_ENV):  # a forked case: the server's pages it copied before starting
+        record.worker["owned_pages"] = json.loads(os.environ[OWNED_PAGES_ENV])
     write_json_atomic(argv[1], json_safe(record.to_dict()))
     return 0
 
