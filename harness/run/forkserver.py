@@ -86,8 +86,10 @@ READY_TIMEOUT_S = 600.0
 NO_PRELOAD_ENV = "COMPILEBENCH_NO_PRELOAD"
 # GPU cases spawn unless this is 1: on an H200 (2026-12-01, torch 2.11) a forked mlp-deep
 # forward case's Inductor phase took 1.23-1.46 s in 5 processes against 0.54-0.84 s in 7
-# spawned ones (its other compile phases alike; +0.6-1.1 s of a 3-5 s cold compile), cause not
-# found; the CPU cases of this 2-core box show no such gap (docs/BENCHMARKS.md, "Fifth session")
+# spawned ones (its other compile phases alike; +0.6-1.1 s of a 3-5 s cold compile). That was
+# before forked cases owned their pages (own_inherited_pages: copy-on-write faults were the
+# CPU's share of such a gap); until a GPU run shows the gap gone, they are spawned
+# (docs/BENCHMARKS.md, "Fifth session")
 GPU_PRELOAD_ENV = "COMPILEBENCH_PRELOAD_GPU"
 PRELOAD_ATTR = "PRELOAD_MODULES"  # a workload module's: what each of its builds imports (workload_preload)
 
