@@ -17,12 +17,4 @@ PYTHONPATH="$SITE:$PWD" python3 benchmarks/gpu/memory_rounds_table.py "$DIR"/old
   > "$DIR/memory-rounds-new.txt" 2>&1
 PYTHONPATH="$SITE:$PWD" python3 benchmarks/gpu/memory_rounds_table.py "$DIR"/oldnew/old/runs/*.json \
   > "$DIR/memory-rounds-old.txt" 2>&1
-DIR="$DIR/hf-train" SITE="$SITE" SUITE=hf SCENARIO=train K=3 MODELS="${MODELS:-hf-PLBartForCausalLM hf-MBartForCausalLM
-  hf-DistillGPT2 hf-GoogleFnet hf-GPT2ForSequenceClassification hf-LayoutLMForMaskedLM hf-OPTForCausalLM
-  hf-RobertaForCausalLM hf-ElectraForCausalLM hf-PegasusForCausalLM hf-T5ForConditionalGeneration
-  hf-TrOCRForCausalLM hf-T5Small hf-whisper-tiny hf-MT5ForConditionalGeneration hf-MegatronBertForCausalLM
-  hf-M2M100ForConditionalGeneration hf-XGLMForCausalLM hf-YituTechConvBert hf-GPTNeoForSequenceClassification
-  hf-Llama-3.2-1B hf-GPTNeoForCausalLM hf-gemma-2-2b hf-XLNetLMHeadModel hf-BartForCausalLM
-  hf-DistilBertForMaskedLM hf-BertForMaskedLM hf-MobileBertForMaskedLM hf-Qwen3-0.6B hf-AlbertForMaskedLM
-  hf-BlenderbotForCausalLM hf-DebertaV2ForMaskedLM hf-BlenderbotForConditionalGeneration
-  hf-AllenaiLongformerBase}" bash benchmarks/gpu/ordered_chunks.sh > "$DIR/hf-train.log" 2>&1
+DIR="$DIR/hf-train" SITE="$SITE" SUITE=hf SCENARIO=train K=3 MODELS="${MODELS:-$(grep -v '^#' benchmarks/gpu/hf_train_order.txt)}" bash benchmarks/gpu/ordered_chunks.sh > "$DIR/hf-train.log" 2>&1
