@@ -365,7 +365,7 @@ def test_a_server_with_cuda_started_forks_no_case_cpu_ones_included(monkeypatch)
     assert start["start_note"] == "the fork server started the CUDA driver in the CPU ISA probe"
 
 
-def test_a_gpu_case_is_spawned_unless_gpu_preloading_is_asked_for(monkeypatch):
+def test_a_gpu_case_forks_unless_gpu_preloading_is_turned_off(monkeypatch):
     from harness.measure.spec import WorkerSpec
     from harness.run import runner
 
@@ -381,13 +381,13 @@ def test_a_gpu_case_is_spawned_unless_gpu_preloading_is_asked_for(monkeypatch):
             return Server()
 
     monkeypatch.setattr(runner, "open_pool", lambda: Pool())
-    monkeypatch.delenv(forkserver.GPU_PRELOAD_ENV, raising=False)
+    monkeypatch.setenv(forkserver.GPU_PRELOAD_ENV, "0")
     spec = WorkerSpec(task="run_task", payload={"device": "cuda"})
     server, start = runner._server_for(spec, sys.executable, {}, None)
     assert server is None and start["start"] == "spawn" and forkserver.GPU_PRELOAD_ENV in start["start_note"]
     assert asked == []  # no server started for it
     cpu = WorkerSpec(task="run_task", payload={"device": "cpu"})
     assert runner._server_for(cpu, sys.executable, {}, None)[1] == {"start": "preloaded"}
-    monkeypatch.setenv(forkserver.GPU_PRELOAD_ENV, "1")
+    monkeypatch.delenv(forkserver.GPU_PRELOAD_ENV)  # the default: GPU cases fork too
     server, start = runner._server_for(spec, sys.executable, {}, None)
     assert isinstance(server, Server) and start == {"start": "preloaded"}

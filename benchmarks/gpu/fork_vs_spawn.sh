@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Does the preloaded worker move a figure? The same cases run by this tree forked from its fork
-# server (`pre`, with COMPILEBENCH_PRELOAD_GPU=1 so GPU cases fork too), by this tree spawned (`nopre`, --no-preload) and by an old tree (`old`, spawned:
+# server (`pre`, COMPILEBENCH_PRELOAD_GPU=1: GPU cases fork, as by default since the sixth session), by this tree spawned (`nopre`, --no-preload) and by an old tree (`old`, spawned:
 # its code predates the server), REPEAT processes of each, interleaved (pre, nopre, old, pre, ...)
 # so the host's process-to-process speed lands in each side's spread; then a per-process table
 # (benchmarks/gpu/per_process_table.py: compile wall/CPU, compile RSS before/peak, eager and
@@ -27,7 +27,7 @@ mkdir -p "$OUT"
 one() {  # one SIDE ROUND
   local side=$1 round=$2 tree=$NEW flag="" s
   case $side in nopre) flag=--no-preload ;; old) tree=$OLD ;; esac
-  # GPU cases fork only with COMPILEBENCH_PRELOAD_GPU=1 (the default spawns them: the gap this measures)
+  # set either way, so an older tree's default cannot pick the path
   local gpu_preload=0; [ "$side" = pre ] && gpu_preload=1
   if [ -z "$tree" ]; then echo "no old tree (OLD=$OLD): skipping side old" >&2; return; fi
   s=$(date +%s)

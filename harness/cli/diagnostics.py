@@ -22,8 +22,7 @@ def add_diagnostic_options(p: argparse.ArgumentParser, trace_dir: str = "OUT/tra
     p.add_argument("--no-preload", action="store_true",
                    help="start every case as a fresh interpreter instead of forking it from a server that "
                         "imported torch once (slower; for comparing the two paths or debugging a fork problem). "
-                        "GPU cases are spawned anyway unless COMPILEBENCH_PRELOAD_GPU=1 (forked ones compiled "
-                        "slower on an H200)")
+                        "COMPILEBENCH_PRELOAD_GPU=0 spawns only the cases on a GPU")
 
 
 def diagnostic_run_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -84,12 +84,13 @@ ESSENTIAL = frozenset({"torch", "harness.measure.worker"})
 MAX_RESTARTS = 4  # each skipped module costs one more import pass, once per run
 READY_TIMEOUT_S = 600.0
 NO_PRELOAD_ENV = "COMPILEBENCH_NO_PRELOAD"
-# GPU cases spawn unless this is 1: on an H200 (2026-12-01, torch 2.11) a forked mlp-deep
-# forward case's Inductor phase took 1.23-1.46 s in 5 processes against 0.54-0.84 s in 7
-# spawned ones (its other compile phases alike; +0.6-1.1 s of a 3-5 s cold compile). That was
-# before forked cases owned their pages (own_inherited_pages: copy-on-write faults were the
-# CPU's share of such a gap); until a GPU run shows the gap gone, they are spawned
-# (docs/BENCHMARKS.md, "Fifth session")
+# GPU cases fork like CPU ones unless this is 0. On an H200 (2026-12-01, torch 2.11) forked
+# mlp-deep forward cases' Inductor phase had taken 1.23-1.46 s (5 processes) against 0.54-0.84 s
+# spawned (7), so GPU cases were spawned; once forked cases owned their server's pages
+# (own_inherited_pages) the next H200 run had it at 0.70-0.85 s forked against 0.59-0.78 s
+# spawned and 0.60-0.89 s by the old tree, compile medians 4.56 / 4.35 / 4.27 s (4 processes
+# each, compare: noisy, no regression) for 8 s of worker wall instead of 17-23 s
+# (docs/BENCHMARKS.md, "Sixth session")
 GPU_PRELOAD_ENV = "COMPILEBENCH_PRELOAD_GPU"
 PRELOAD_ATTR = "PRELOAD_MODULES"  # a workload module's: what each of its builds imports (workload_preload)
 
@@ -779,8 +780,8 @@ def preload_enabled(requested: bool = True) -> bool:
 
 
 def gpu_preload_enabled() -> bool:
-    """Whether a case on a non-CPU device may fork from a server (COMPILEBENCH_PRELOAD_GPU=1)."""
-    return os.environ.get(GPU_PRELOAD_ENV, "") == "1"
+    """Whether a case on a non-CPU device may fork from a server (yes unless COMPILEBENCH_PRELOAD_GPU=0)."""
+    return os.environ.get(GPU_PRELOAD_ENV, "") != "0"
 
 
 def open_pool() -> ServerPool | None:

@@ -436,8 +436,7 @@ def _server_for(spec: WorkerSpec, python: str, env: dict[str, str], trace_dir: P
     if trace_dir is not None:
         return None, {"start": "spawn", "start_note": "--trace: TORCH_TRACE is read when torch is imported"}
     if not device.startswith("cpu") and not gpu_preload_enabled():
-        return None, {"start": "spawn", "start_note": f"a {device} case is spawned: forked ones compiled slower on an "
-                      f"H200 (docs/BENCHMARKS.md, Fifth session); {GPU_PRELOAD_ENV}=1 forks them"}
+        return None, {"start": "spawn", "start_note": f"a {device} case is spawned: {GPU_PRELOAD_ENV}=0"}
     # another interpreter (--env, ab/versions/bisect sides) gets a server of its own, started
     # with that python (server_key holds it) and this checkout on PYTHONPATH (worker_env), as
     # its spawned workers import harness; a server that cannot start there is broken: spawn
