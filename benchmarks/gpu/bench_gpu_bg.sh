@@ -36,7 +36,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TRANSFORMER
 # stay behind), the run file(s) and the phase table also as plain files
 pack_out() {
   [ -n "${OUT:-}" ] || return 0
-  tar -czf "$OUT/bench-gpu.tgz.part" -C "$DIR" --exclude=./clone --exclude=./toxvenv . 2>/dev/null \
+  tar -czf "$OUT/bench-gpu.tgz.part" -C "$DIR" --exclude=clone --exclude=toxvenv . 2>/dev/null \
     && mv "$OUT/bench-gpu.tgz.part" "$OUT/bench-gpu.tgz"
   cp "$DIR"/results/runs/*.json "$OUT/" 2>/dev/null; cp "$DIR/phase-table.txt" "$OUT/" 2>/dev/null
   return 0

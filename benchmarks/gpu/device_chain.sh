@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# A session's device work as one background chain of steps, started and collected by
+# bench_gpu_bg.sh, so back-to-back 10-minute calls keep one run going (docs/BENCHMARKS.md,
+# "Next session"):
+#   call 1: DIR=/tmp/cb-chain RUN_CMD="bash benchmarks/gpu/device_chain.sh" bash benchmarks/gpu/bench_gpu_bg.sh start; \
+#           OUT=$OUT WAIT_S=530 DIR=/tmp/cb-chain bash benchmarks/gpu/bench_gpu_bg.sh collect
+#   call 2..: OUT=$OUT WAIT_S=545 DIR=/tmp/cb-chain bash benchmarks/gpu/bench_gpu_bg.sh collect   (at once)
+#   last call: collect with a shorter WAIT_S, then `bench_gpu_bg.sh stop` (the cut run saves its cases)
+# STEPS, in order (default "bench resume hftrain"):
+#   fvs     fork vs spawn, REPEAT processes each (fork_vs_spawn.sh; FVS_ARGS its `run` flags)
+#   bench   the newcomer's `tox -e bench-gpu` from a copy of the tree (bench_gpu_bg.sh TOX=1), timed
+#   resume  `run --resume` of every journal under RESUME_DIRS (cut runs of earlier sessions)
+#   hftrain the hf train steps from line HF_FROM of hf_train_order.txt on, K a run (ordered_chunks.sh)
+# Dry run on CPU: BENCH_RUN_CMD="python3 -m harness run --suite smoke -w mlp-classic --out /tmp/x/bench/results" \
+#   RUN_CMD="bash benchmarks/gpu/device_chain.sh" STEPS="bench resume hftrain" DEVICE=cpu EXTRA="--size tiny" HF_TO=17 RESUME_DIRS= DIR=/tmp/x bash $0
+set -uo pipefail
+DIR="${DIR:?}"
+SITE="${SITE:-/tmp/site}"
+PY="${PYTHON:-python3}"
+STEPS="${STEPS:-bench resume hftrain}"
+RESUME_DIRS="${RESUME_DIRS-results/baselines/h200-2026-12-01f/hf-train/chunk-3}"
+mkdir -p "$DIR"
+[ -d "$SITE" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
+  .whl/diffusers-*.whl .whl/ruptures-*.whl .whl/importlib_metadata-*.whl .whl/zipp-*.whl .whl/lazy_importer-*.whl \
+  > "$DIR/pip.log" 2>&1
+
+step_fvs() {
+  OUT="$DIR/fvs" SITE="$SITE" REPEAT="${REPEAT:-4}" \
+    ARGS="${FVS_ARGS:---suite gpu --device cuda -w mlp-deep --scenario forward -c eager,inductor}" \
+    bash benchmarks/gpu/fork_vs_spawn.sh > "$DIR/fvs.log" 2>&1
+}
+
+step_bench() {  # its own setsid run inside this one; collect waits for it (the suite: 12-13 min)
+  # RUN_CMD is this chain's own command, inherited from bench_gpu_bg.sh: cleared, or it would
+  # start the chain again (BENCH_RUN_CMD replaces the suite, for a dry run)
+  RUN_CMD="${BENCH_RUN_CMD:-}" DIR="$DIR/bench" TOX=1 bash benchmarks/gpu/bench_gpu_bg.sh start > "$DIR/bench.log" 2>&1
+  DIR="$DIR/bench" WAIT_S="${BENCH_WAIT_S:-1500}" bash benchmarks/gpu/bench_gpu_bg.sh collect >> "$DIR/bench.log" 2>&1
+}
+
+step_resume() {
+  local src journal id n=0
+  for src in $RESUME_DIRS; do
+    n=$((n + 1)); cp -r "$src" "$DIR/resume-$n"
+    for journal in "$DIR/resume-$n"/runs/*.journal.jsonl; do
+      [ -e "$journal" ] || continue  # none left: a finished resume removes its journal
+      id=$(basename "$journal" .journal.jsonl)
+      PYTHONPATH="$SITE:$PWD" HF_HUB_OFFLINE=1 "$PY" -m harness run --resume "$id" --out "$DIR/resume-$n" \
+        > "$DIR/resume-$n-$id.log" 2>&1
+      echo "{\"resume\": \"$src/$id\", \"rc\": $?}" >> "$DIR/resume.jsonl"
+    done
+  done
+}
+
+step_hftrain() {  # the larger models' train steps take 2-9 min of worker wall: a 600 s case limit
+  DIR="$DIR/hf-train" SITE="$SITE" SUITE=hf SCENARIO=train K="${K:-3}" CASE_TIMEOUT_S="${CASE_TIMEOUT_S:-600}" \
+    MODELS="$(grep -v '^#' benchmarks/gpu/hf_train_order.txt | sed -n "${HF_FROM:-16},${HF_TO:-\$}p")" \
+    bash benchmarks/gpu/ordered_chunks.sh > "$DIR/hf-train.log" 2>&1
+}
+
+for step in $STEPS; do
+  s=$(date +%s)
+  if declare -F "step_$step" > /dev/null; then "step_$step"; rc=$?; else echo "unknown step $step" >&2; rc=2; fi
+  echo "{\"step\": \"$step\", \"rc\": $rc, \"wall_s\": $(( $(date +%s) - s ))}" | tee -a "$DIR/steps.jsonl"
+done
