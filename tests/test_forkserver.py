@@ -120,6 +120,9 @@ def test_a_forked_case_is_a_cold_compile_like_a_spawned_one(tmp_path):
     assert "owned_pages" not in spawned.worker
     assert forked.metrics["compile_minor_faults"] <= 1.2 * spawned.metrics["compile_minor_faults"] + 2000, \
         (forked.metrics["compile_minor_faults"], spawned.metrics["compile_minor_faults"])
+    for record in (forked, spawned):  # a compile allocates enough for young collections in either process
+        pauses = record.metrics["compile_gc"]
+        assert pauses["collections"][0] > 10 and 0 < pauses["seconds"] < record.metrics["compile_time_s"], pauses
 
 
 @pytest.mark.slow
