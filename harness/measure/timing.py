@@ -184,7 +184,7 @@ class GcPauses:
             self.collections[generation] += 1
             self._began = None
 
-    def start(self) -> "GcPauses":
+    def start(self) -> GcPauses:
         import gc
 
         gc.callbacks.append(self._callback)
