@@ -1,5 +1,6 @@
 """One line per case per process, grouped by side: where it started (preloaded/spawn), compile
-wall and CPU seconds, the worker's RSS when the compile began and its peak while compiling
+wall and CPU seconds, the Inductor phase of it, its garbage-collector pauses and minor page
+faults, the worker's RSS when the compile began and its peak while compiling
 (compare's `compile_host_memory`), and the eager and compiled median sample; then each side's
 median of those per case. For telling a figure the instrument moved (every process of one side
 off) from a host that ran one process slow (one row off).
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 MiB = float(1 << 20)
-COLUMNS = ("compile_s", "compile_cpu_s", "rss_before_mib", "rss_peak_mib", "eager_us", "compiled_us")
+COLUMNS = ("compile_s", "compile_cpu_s", "inductor_s", "gc_s", "faults_k", "rss_before_mib", "rss_peak_mib", "eager_us", "compiled_us")
 
 
 def median_us(block: dict[str, Any] | None) -> float | None:
@@ -31,7 +32,11 @@ def row(record: dict[str, Any]) -> dict[str, Any]:
     def mib(key: str) -> float | None:
         return metrics[key] / MiB if metrics.get(key) else None
 
+    faults = metrics.get("compile_minor_faults")
     return {"compile_s": metrics.get("compile_time_s"), "compile_cpu_s": metrics.get("compile_cpu_s"),
+            "inductor_s": (metrics.get("compile_breakdown_s") or {}).get("inductor"),
+            "gc_s": (metrics.get("compile_gc") or {}).get("seconds"),
+            "faults_k": faults / 1000 if faults is not None else None,
             "rss_before_mib": mib("compile_rss_before_bytes"), "rss_peak_mib": mib("compile_peak_rss_bytes"),
             "eager_us": median_us(record.get("eager")), "compiled_us": median_us(record.get("compiled"))}
 
