@@ -2,7 +2,8 @@
 
 The suite runs one test at a time, mostly one Python process on one core, while CI's box has
 two: a long real run whose tests only read its result (the breadth-ci suite: about 130 s of
-Inductor compiles; the tiny UNet's cold compile; the tiny LLM scenarios) is started in the background as soon as
+Inductor compiles; the tiny UNet's cold compile; the tiny LLM scenarios; the cold-start
+rows) is started in the background as soon as
 pytest knows it will be needed, and the tests that read it are moved to the end of the
 session (tests/conftest.py), so the run overlaps everything else instead of adding to it.
 The tests' assertions are unchanged; they wait for the run if it is still going.
@@ -194,6 +195,12 @@ def _llm_runs(out: Path) -> list[subprocess.CompletedProcess]:
 # the tiny UNet's case as tests/test_diffusion.py's FAST_POLICY measures it (the CLI's policy flags)
 UNET_POLICY_ARGS = ("--warmup", "1", "--min-samples", "3", "--min-time", "0.05")
 
+def _coldstart(*args: str) -> Callable[[Path], subprocess.CompletedProcess]:
+    """`compilebench coldstart ARGS` (tests/test_lifecycle.py's options), its result in out/coldstart.json."""
+    return lambda out: cli("coldstart", *args, "--out", str(out / "work"), "--json-file", str(out / "coldstart.json"),
+                           "--format", "plain")
+
+
 BACKGROUND: dict[str, BackgroundRun] = {
     # tests/test_breadth_ci.py: `compilebench run --suite breadth-ci` for real, as CI runs it
     "ci_run": BackgroundRun(
@@ -211,6 +218,14 @@ BACKGROUND: dict[str, BackgroundRun] = {
                         "--device", "cpu", "--size", "tiny", *UNET_POLICY_ARGS, "--timeout", "1200", "--no-ingest",
                         "--out", str(out / "results"), "--format", "plain"),
     ),
+    # tests/test_lifecycle.py: the cold-start rows of the tiny MLP (JIT cold/warm, aot_compile, AOTI), fresh processes
+    "coldstart_result": BackgroundRun(
+        "coldstart-mlp", _coldstart("-w", "mlp-classic", "--rows", "jit_cold,jit_warm,aot_compile,aoti", "--steady-calls", "3")),
+    # tests/test_lifecycle.py: tiny GPT-2 through aot_compile (a model that calls submodules by keyword)
+    "gpt2_aot_coldstart": BackgroundRun(
+        "coldstart-gpt2", _coldstart("-w", "gpt2-prefill-logits", "--rows", "aot_compile,aot_compile_warm",
+                                     "--steady-calls", "2", "--workload-file",
+                                     str(ROOT / "benchmarks" / "gpu" / "coldstart_workloads.py"))),
 }
 
 

@@ -38,8 +38,8 @@ def test_a_timed_out_launch_leaves_no_rank_running(tmp_path, monkeypatch):
     monkeypatch.setenv("CB_TEST_RANK_PIDS", str(pids))
     importlib.import_module("cb_dist_hang")
     spec = DistributedSpec(workload="dist-hang-sweep-test", size="tiny", strategy="ddp", compiler="eager", nproc=2,
-                           steps=1, warmup=0, timeout_s=30, workload_modules=["cb_dist_hang"])
-    record = launch(spec)
+                           steps=1, warmup=0, timeout_s=15, workload_modules=["cb_dist_hang"])
+    record = launch(spec)  # both ranks hang within ~3 s (load 1): 15 s leaves room for a contended box
     assert record.status == "timeout", (record.error, record.logs)
     ranks = [int(p.name) for p in pids.iterdir()]
     assert len(ranks) == 2, (ranks, record.logs["stdout"][-2000:])  # both ranks reached the hang

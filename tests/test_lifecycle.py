@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from harness.experiments.lifecycle import (
-    ArtifactError,
-    ColdStartOptions,
-    check_artifact,
-    coldstart,
-    sha256_of,
-    speedup_vs_cold,
-)
+from harness.experiments.lifecycle import ArtifactError, check_artifact, sha256_of, speedup_vs_cold
 from harness.experiments.shapes import SweepOptions, expected_recompiles, sweep
+from tests.background import BACKGROUND, BackgroundRun
 
 # torch-version-sensitive: `pytest -m compat` / `tox -e compat` run these on the installed torch
 pytestmark = pytest.mark.compat
@@ -43,12 +39,25 @@ def test_speedup_vs_cold_uses_time_to_first_result():
     assert speedup_vs_cold(result) == {"jit_cold": 1.0, "aoti": 24.0}
 
 
+def _coldstart_json(run: BackgroundRun) -> dict:
+    """The result of one `compilebench coldstart` run started when collection ended (tests/background.py)."""
+    proc = run.wait()
+    assert proc.returncode in (0, 1), proc.stdout[-4000:] + proc.stderr[-4000:]  # a failed row is data
+    return json.loads((run.out / "coldstart.json").read_text())
+
+
 @pytest.fixture(scope="module")
-def coldstart_result(tmp_path_factory):
-    opts = ColdStartOptions(workload="mlp-classic", rows=("jit_cold", "jit_warm", "aot_compile", "aoti"), steady_calls=3,
-                            workdir=str(tmp_path_factory.mktemp("coldstart")))
-    result = coldstart(opts)
+def coldstart_result():
+    """mlp-classic's rows jit_cold, jit_warm, aot_compile and aoti with 3 steady calls, each in a
+    fresh process, in the background while the other tests run: ({row: result row}, result)."""
+    result = _coldstart_json(BACKGROUND["coldstart_result"])
     return {r["row"]: r for r in result["rows"]}, result
+
+
+@pytest.fixture(scope="module")
+def gpt2_aot_coldstart():
+    """Tiny GPT-2's aot_compile and aot_compile_warm rows (2 steady calls), in the background."""
+    return _coldstart_json(BACKGROUND["gpt2_aot_coldstart"])
 
 
 @pytest.mark.slow
@@ -145,16 +154,10 @@ def test_guard_filter_keeps_serializable_guards_and_counts_the_rest():
 
 
 @pytest.mark.slow
-def test_aot_compile_rows_work_for_a_transformers_model_that_calls_submodules_by_keyword(tmp_path):
+def test_aot_compile_rows_work_for_a_transformers_model_that_calls_submodules_by_keyword(gpt2_aot_coldstart):
     """GPT-2 (tiny) through aot_compile: the model's ID_MATCH guards are dropped (and counted),
     and the artifact loads in fresh processes, equals eager and rejects another batch size."""
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parent.parent
-    opts = ColdStartOptions(workload="gpt2-prefill-logits", rows=("aot_compile", "aot_compile_warm"), steady_calls=2,
-                            workload_files=[str(root / "benchmarks" / "gpu" / "coldstart_workloads.py")],
-                            workdir=str(tmp_path))
-    result = coldstart(opts)
+    result = gpt2_aot_coldstart
     build = result["builds"][0]
     assert build["status"] == "ok", build.get("error")
     assert build["guards_dropped"].get("ID_MATCH", 0) > 0

@@ -232,7 +232,7 @@ POLICY = {"min_time_s": 0.2, "min_samples": 5, "warmup": 2}  # tests/background.
 
 
 @pytest.fixture(scope="module")
-def smoke_run():
+def llm_smoke_runs():
     """The `llm` part of the smoke suite plus GPT-2's train step, through the real runner (the
     CLI: one process per case, one OpenMP thread), in the background while the other tests run
     (tests/background.py); the records by (workload, scenario)."""
@@ -250,25 +250,25 @@ def smoke_run():
     return {(r.case.workload, r.case.scenario): r for r in records}
 
 
-def test_every_llm_scenario_gives_an_ok_record_with_its_metrics(smoke_run):
-    assert len(smoke_run) == 4
-    for key, record in smoke_run.items():
+def test_every_llm_scenario_gives_an_ok_record_with_its_metrics(llm_smoke_runs):
+    assert len(llm_smoke_runs) == 4
+    for key, record in llm_smoke_runs.items():
         assert record.status == "ok", (key, record.error)
         m = record.metrics
         assert m["param_count"] > 0 and m["throughput_unit"] == "tokens/s"
         assert m["accuracy"]["status"] == "pass"
-    assert smoke_run[("llama-3.1-8b", "prefill")].metrics["ttft_s_median"] > 0
-    gen = smoke_run[("llama-3.1-8b", "generate")].metrics
+    assert llm_smoke_runs[("llama-3.1-8b", "prefill")].metrics["ttft_s_median"] > 0
+    gen = llm_smoke_runs[("llama-3.1-8b", "generate")].metrics
     assert gen["ttft_s_median"] > 0 and gen["tpot_s_p90"] >= gen["tpot_s_median"] > 0 and gen["e2e_tokens_per_s"] > 0
     assert gen["eager_generate_compiled_frames"] == 0  # the eager baseline really is eager
     assert gen["compiled_frames"] >= 1  # ...and the compiled one compiled through compile_config
-    train = smoke_run[("gpt2", "llm-train")].metrics
+    train = llm_smoke_runs[("gpt2", "llm-train")].metrics
     assert train["train_samples_per_s"] > 0 and train["train_tokens_per_s"] == pytest.approx(
         train["train_samples_per_s"] * train["tokens_per_sample"])
 
 
-def test_decode_has_no_recompiles_and_greedy_tokens_match_eager(smoke_run):
-    record = smoke_run[("llama-3.1-8b", "decode")]
+def test_decode_has_no_recompiles_and_greedy_tokens_match_eager(llm_smoke_runs):
+    record = llm_smoke_runs[("llama-3.1-8b", "decode")]
     m = record.metrics
     assert m["recompiles"] == 0 and m["recompiles_steady_state"] == 0 and m["graph_breaks"] == 0
     assert m["decode_first_call_compiled_frames_by_step"][-1] == m["decode_first_call_compiled_frames_by_step"][0]
