@@ -473,8 +473,10 @@ def compile_first_call(state: CaseState) -> None:
     compile_memory = CompileMemoryProbe(state.device).start()  # host peak RSS of the compile, next to the device's
     cpu_before, faults_before = process_cpu_s(), minor_faults()
     gc_pauses = GcPauses().start()
-    out, state.compiled_first_s = timed_first_call(prepared.compiled, state.device.synchronize, state.clock)
-    state.record.metrics["compile_gc"] = gc_pauses.stop()
+    try:
+        out, state.compiled_first_s = timed_first_call(prepared.compiled, state.device.synchronize, state.clock)
+    finally:  # a failed compile's record keeps its pauses too, and the callback goes
+        state.record.metrics["compile_gc"] = gc_pauses.stop()
     # page faults the compile took in this process: a forked case that still shared its server's
     # pages copy-on-write took ~30k more than a spawned one (harness/run/forkserver.py own_inherited_pages)
     state.record.metrics["compile_minor_faults"] = minor_faults() - faults_before
