@@ -124,6 +124,7 @@ def test_a_forked_case_is_a_cold_compile_like_a_spawned_one(tmp_path):
     for record in (forked, spawned):  # a compile allocates enough for young collections in either process
         pauses = record.metrics["compile_gc"]
         assert pauses["collections"][0] > 10 and 0 < pauses["seconds"] < record.metrics["compile_time_s"], pauses
+        assert record.metrics["compile_cpu_with_workers_s"] >= record.metrics["compile_cpu_s"] - 1e-6
 
 
 @pytest.mark.slow

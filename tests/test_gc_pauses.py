@@ -1,4 +1,5 @@
-"""GcPauses: the garbage collector's pauses per generation, read from gc.callbacks."""
+"""GcPauses (the garbage collector's pauses per generation, from gc.callbacks) and
+descendants_cpu_s (the compile-worker pool's share of a compile's CPU time)."""
 
 from __future__ import annotations
 
@@ -49,3 +50,26 @@ def test_a_real_allocation_burst_takes_young_collections():
         result = pauses.stop()
     del junk
     assert result["collections"][0] > 10 and result["seconds"] > 0, result
+
+
+def test_descendants_cpu_counts_a_live_child_and_drops_it_once_reaped():
+    import subprocess
+    import sys
+    import time
+
+    from harness.measure.timing import descendants_cpu_s, process_cpu_s
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\ntime.sleep(30)"
+    child = subprocess.Popen([sys.executable, "-c", burn])
+    try:
+        deadline = time.monotonic() + 20
+        while (descendants_cpu_s() or 0.0) < 0.5 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        live = descendants_cpu_s()
+        before_reap = process_cpu_s()
+    finally:
+        child.kill()
+        child.wait()
+    assert live is not None and live >= 0.5  # the child's 0.6 s (and the interpreter start) are counted while it lives
+    assert descendants_cpu_s() == 0.0  # reaped: its time is RUSAGE_CHILDREN's now, so the sum of both is kept
+    assert process_cpu_s() - before_reap >= 0.5

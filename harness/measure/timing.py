@@ -12,6 +12,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 
@@ -152,6 +153,43 @@ def process_cpu_s() -> float:
 
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def descendants_cpu_s(pid: int | None = None) -> float | None:
+    """CPU seconds of the live descendants of `pid` (default: this process), each with the
+    children it reaped (/proc/<pid>/stat utime + stime + cutime + cstime). Inductor's
+    compile-worker pool lives there (Triton compiles on a GPU), which process_cpu_s misses
+    until the pool exits. The delta over a compile plus process_cpu_s's delta is the whole
+    compile's CPU time: a child reaped in between moves from here into RUSAGE_CHILDREN.
+    None where /proc is missing."""
+    import os
+
+    root = os.getpid() if pid is None else pid
+    proc = Path("/proc")
+    if not (proc / str(root) / "stat").exists():
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # exited while we looked
+        # after the command name: state ppid ... utime(12) stime(13) cutime(14) cstime(15), 1-based from state
+        parents[int(entry.name)] = int(fields[1])
+        cpu[int(entry.name)] = sum(int(v) for v in fields[11:15]) / ticks
+    children: dict[int, list[int]] = {}
+    for child, parent in parents.items():
+        children.setdefault(parent, []).append(child)
+    total, stack = 0.0, list(children.get(root, []))
+    while stack:
+        p = stack.pop()
+        total += cpu.get(p, 0.0)
+        stack.extend(children.get(p, []))
+    return total
 
 
 def minor_faults() -> int:

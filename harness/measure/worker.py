@@ -35,6 +35,7 @@ from harness.measure.timing import (
     HostTimer,
     StopPolicy,
     calibrate_inner,
+    descendants_cpu_s,
     measure_interleaved,
     minor_faults,
     process_cpu_s,
@@ -471,7 +472,7 @@ def compile_first_call(state: CaseState) -> None:
     prepared = state.prepared
     state.observer = CompileObserver().start()
     compile_memory = CompileMemoryProbe(state.device).start()  # host peak RSS of the compile, next to the device's
-    cpu_before, faults_before = process_cpu_s(), minor_faults()
+    cpu_before, faults_before, pool_before = process_cpu_s(), minor_faults(), descendants_cpu_s()
     gc_pauses = GcPauses().start()
     try:
         out, state.compiled_first_s = timed_first_call(prepared.compiled, state.device.synchronize, state.clock)
@@ -483,7 +484,12 @@ def compile_first_call(state: CaseState) -> None:
     # CPU seconds: the compile's work, which waiting for a busy core does not inflate (docs/GATING.md).
     # Complete on CPU only: a GPU case's Triton compiles run in Inductor's compile-worker pool,
     # which is never waited for, so compare gates GPU compile time on wall seconds instead
-    state.record.metrics["compile_cpu_s"] = process_cpu_s() - cpu_before
+    state.record.metrics["compile_cpu_s"] = compile_cpu = process_cpu_s() - cpu_before
+    # with the live descendants' share (Inductor's compile-worker pool): complete on a GPU too;
+    # recorded beside compile_cpu_s, not yet what compare judges (docs/RESULTS.md)
+    pool_after = descendants_cpu_s()
+    if pool_before is not None and pool_after is not None:
+        state.record.metrics["compile_cpu_with_workers_s"] = compile_cpu + pool_after - pool_before
     state.record.metrics.update(compile_memory.stop())
     state.out_compiled = _accuracy_output(prepared, "compiled", out)
     state.first_snapshot = state.observer.snapshot()
