@@ -2,9 +2,11 @@
 
 For each `eager` case of a run, its eager block set against the eager block of every compiled
 case of the same workload, scenario, device, dtype, batch size, size and options: absolute
-peak memory, the peak's rise over the baseline, and the median latency, plus whether the
-rule derives that eager case (a stateless scenario on an allocator device) and, in a run
-where it did, which twin it came from.
+peak memory, the peak's rise over the baseline, the peak over the eager first call (before any
+compile; allocator devices, workers from 2026-12-02 on), and the median latency, plus whether
+the rule derives that eager case (a stateless scenario on an allocator device: `derive`; a
+stateful one that builds its state in every process, decode: `derive: first-call peak`, which
+the first-call columns check) and, in a run where it did, which twin it came from.
 
     python benchmarks/eager_twins.py RUN.json            # run with --no-eager-from-twin: the check
     python benchmarks/eager_twins.py RUN.json --markdown  # the table docs/RESULTS.md quotes
@@ -21,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness.measure.worker import EAGER_FIRST_CALL_MEMORY_KEY  # noqa: E402
 from harness.model.scenarios import compiled_holds_state  # noqa: E402
 from harness.model.schema import Record, load_run  # noqa: E402
 from harness.run.runner import load_registries  # noqa: E402
@@ -38,6 +41,15 @@ def _ms(record: Record) -> str:
     return "-" if median is None else f"{median * 1e3:.3f}"
 
 
+def _first_call_peak(record: Record) -> int | None:
+    read = (record.metrics or {}).get(EAGER_FIRST_CALL_MEMORY_KEY)
+    return read.get("peak_bytes") if isinstance(read, dict) else None
+
+
+def _diffs(base: int | None, others: list[int | None]) -> str:
+    return " / ".join(_mib(o - base) if base is not None and o is not None else "-" for o in others)
+
+
 def rows(records: list[Record]) -> list[dict[str, str]]:
     """One row per eager case: its figures and each compiled twin's, with the differences."""
     groups: dict[tuple, list[Record]] = {}
@@ -45,7 +57,8 @@ def rows(records: list[Record]) -> list[dict[str, str]]:
         groups.setdefault(group_key(record.case), []).append(record)
     # the runner's own rule (harness/run/twins.py), each device's memory kind read from its records
     kinds = {r.case.device: r.eager.memory_kind or "" for r in records if r.eager is not None}
-    derives = plan_twins([r.case for r in records], memory_kind=lambda device: kinds.get(device, ""), env={}).sources
+    plan = plan_twins([r.case for r in records], memory_kind=lambda device: kinds.get(device, ""), env={})
+    derives = plan.sources
     out = []
     for record in records:
         if record.case.compiler != "eager" or record.eager is None:
@@ -56,13 +69,15 @@ def rows(records: list[Record]) -> list[dict[str, str]]:
         base = record.eager.peak_memory_bytes
         out.append({
             "case": f"{record.case.workload}/{record.case.scenario}",
-            "rule": "derive" if record.case_id in derives else
+            "rule": ("derive: first-call peak" if record.case_id in plan.first_call_peak else "derive")
+                    if record.case_id in derives else
                     ("keep: stateful" if stateful else f"keep: {kind or 'no memory kind'}"
                      if kind not in DERIVABLE_MEMORY_KINDS else "keep: no twin (none, or only regional / in-place / freezing)"),
             "derived_from": (record.metrics.get("eager_source") or {}).get("from_case", "") if is_derived(record) else "",
             "peak_mib": " / ".join([_mib(base)] + [_mib(t.eager.peak_memory_bytes) for t in twins]),
-            "peak_diff_mib": " / ".join(_mib((t.eager.peak_memory_bytes or 0) - (base or 0)) if base is not None
-                                        and t.eager.peak_memory_bytes is not None else "-" for t in twins),
+            "peak_diff_mib": _diffs(base, [t.eager.peak_memory_bytes for t in twins]),
+            # the eager case's last-warm-up peak against every first-call read, its own first
+            "first_call_diff_mib": _diffs(base, [_first_call_peak(record)] + [_first_call_peak(t) for t in twins]),
             "rise_mib": " / ".join([_mib(record.eager.peak_memory_delta_bytes)]
                                    + [_mib(t.eager.peak_memory_delta_bytes) for t in twins]),
             "median_ms": " / ".join([_ms(record)] + [_ms(t) for t in twins]),
@@ -71,7 +86,8 @@ def rows(records: list[Record]) -> list[dict[str, str]]:
     return out
 
 
-COLUMNS = ("case", "rule", "twins", "peak_mib", "peak_diff_mib", "rise_mib", "median_ms", "derived_from")
+COLUMNS = ("case", "rule", "twins", "peak_mib", "peak_diff_mib", "first_call_diff_mib", "rise_mib", "median_ms",
+           "derived_from")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     if not table:
         print(f"{args.run}: no eager case with an eager block", file=sys.stderr)
         return 1
-    print("values: the eager case first, then each compiled twin (order of 'twins'); diff = twin - eager case")
+    print("values: the eager case first, then each compiled twin (order of 'twins'); diff = twin - eager case;"
+          " first_call_diff: each process's eager first-call peak (the eager case's own first) - the eager case's peak")
     if args.markdown:
         print("| " + " | ".join(COLUMNS) + " |")
         print("|" + "---|" * len(COLUMNS))

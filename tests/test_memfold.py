@@ -438,3 +438,35 @@ def test_the_real_gpu_probe_set_frees_its_buffers_on_release_and_remakes_them():
     probe.restore()
     probe.sample()
     assert [k.name for k in probe.kernels] == ["gemm", "copy"] and probe.to_dict()["n"] == 2
+
+
+def _first_call_state(device, clock, eager):
+    from types import SimpleNamespace
+
+    state = case_state(device, clock, {"eager": eager})
+    state.prepared = SimpleNamespace(eager=eager, compare=None, accuracy_output=None)
+    return state
+
+
+def test_the_eager_first_call_peak_is_read_before_any_compile_on_an_allocator(gpu, monkeypatch):
+    """The eager first call's peak and rise (the figure a decode eager case is derived from,
+    harness/run/twins.py), read around that call alone: a peak left by the build before it
+    does not count, what the call allocates does."""
+    device, clock = gpu
+    monkeypatch.setattr(worker, "_accuracy_output", lambda prepared, variant, out: out)
+    weights = Buffer(device, 100 * MiB)  # noqa: F841 - held: resident weights
+    device.transient(700 * MiB)  # the build's own transient peak, before the reset
+    state = _first_call_state(device, clock, variant(device, clock, [12 * MiB]))
+    worker.eager_first_call(state)
+    assert state.record.metrics[worker.EAGER_FIRST_CALL_MEMORY_KEY] == {"peak_bytes": 112 * MiB, "delta_bytes": 12 * MiB}
+    assert state.eager_first_s == pytest.approx(0.01)
+
+
+def test_the_cpu_has_no_eager_first_call_read(monkeypatch):
+    monkeypatch.setattr(worker, "_accuracy_output", lambda prepared, variant, out: out)
+    device = CpuDevice()
+    monkeypatch.setattr(device, "reset_peak_memory", lambda: pytest.fail("an RSS reset around the first call"))
+    clock = FakeClock()
+    state = _first_call_state(device, clock, lambda: clock.advance(0.01))
+    worker.eager_first_call(state)
+    assert worker.EAGER_FIRST_CALL_MEMORY_KEY not in state.record.metrics

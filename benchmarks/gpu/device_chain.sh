@@ -9,6 +9,10 @@
 # STEPS, in order (default "bench resume hftrain"):
 #   fvs     fork vs spawn, REPEAT processes each (fork_vs_spawn.sh; FVS_ARGS its `run` flags)
 #   bench   the newcomer's `tox -e bench-gpu` from a copy of the tree (bench_gpu_bg.sh TOX=1), timed
+#   decodeown  the `gpu` suite's decode eager cases in processes of their own (--no-eager-from-twin):
+#           the figures `bench` derives from the twins' eager first call, measured the old way
+#   old     the cases OLD_ARGS names run by the old tree in OLD (default .old, e.g. `git archive
+#           7edde66`), OLD_S at most: the old-way side of an old-vs-new compare with `bench`
 #   resume  `run --resume` of every journal under RESUME_DIRS (cut runs of earlier sessions)
 #   hftrain the hf train steps from line HF_FROM of hf_train_order.txt on, K a run (ordered_chunks.sh)
 # Dry run on CPU: BENCH_RUN_CMD="python3 -m harness run --suite smoke -w mlp-classic --out /tmp/x/bench/results" \
@@ -35,6 +39,20 @@ step_bench() {  # its own setsid run inside this one; collect waits for it (the 
   # start the chain again (BENCH_RUN_CMD replaces the suite, for a dry run)
   RUN_CMD="${BENCH_RUN_CMD:-}" DIR="$DIR/bench" TOX=1 bash benchmarks/gpu/bench_gpu_bg.sh start > "$DIR/bench.log" 2>&1
   DIR="$DIR/bench" WAIT_S="${BENCH_WAIT_S:-1500}" bash benchmarks/gpu/bench_gpu_bg.sh collect >> "$DIR/bench.log" 2>&1
+}
+
+step_decodeown() {
+  PYTHONPATH="$SITE:$PWD" HF_HUB_OFFLINE=1 "$PY" -m harness run \
+    ${DECODEOWN_ARGS:---suite gpu --device cuda -w llama-3.1-8b,gemma-2b --scenario decode -c eager} \
+    --no-eager-from-twin --out "$DIR/decodeown" --no-ingest --label decode-eager-own > "$DIR/decodeown.log" 2>&1
+}
+
+step_old() {
+  local old
+  old="$(cd "${OLD:-.old}" && pwd)" || return 2
+  (cd "$old" && PYTHONPATH="$SITE:$old" HF_HUB_OFFLINE=1 timeout -s TERM "${OLD_S:-900}" "$PY" -m harness run \
+    ${OLD_ARGS:---suite gpu --device cuda -w llama-3.1-8b,gemma-2b,sdxl-unet} \
+    --out "$DIR/old" --no-ingest --label old-way) > "$DIR/old.log" 2>&1
 }
 
 step_resume() {

@@ -458,10 +458,22 @@ def build(state: CaseState) -> None:
     state.variants = {"eager": state.prepared.eager}
 
 
+# record.metrics: the allocator's peak over the eager first call (before any compile), on
+# allocator devices: the eager figure a stateful-everywhere scenario's eager case is derived
+# from (harness/run/twins.py), and the evidence that it equals the eager case's own peak
+EAGER_FIRST_CALL_MEMORY_KEY = "eager_first_call_memory"
+
+
 def eager_first_call(state: CaseState) -> None:
-    """The eager reference: its first call's time and the output accuracy compares against."""
-    prepared = state.prepared
-    out, state.eager_first_s = timed_first_call(prepared.eager, state.device.synchronize, state.clock)
+    """The eager reference: its first call's time and the output accuracy compares against.
+    On an allocator device the peak is reset before it and read after it, outside the timer."""
+    prepared, device = state.prepared, state.device
+    read = device.memory_kind in PER_SAMPLE_PEAK_KINDS
+    baseline = device.reset_peak_memory() if read else None
+    out, state.eager_first_s = timed_first_call(prepared.eager, device.synchronize, state.clock)
+    peak = device.peak_memory() if read else None
+    if peak is not None and baseline is not None:
+        state.record.metrics[EAGER_FIRST_CALL_MEMORY_KEY] = {"peak_bytes": peak, "delta_bytes": peak - baseline}
     state.out_eager = _accuracy_output(prepared, "eager", out)
 
 

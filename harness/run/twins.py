@@ -13,8 +13,13 @@ workload and scenario. Where it does add something, the `eager` case keeps its o
   mlp-classic forward tiny 373.1 MiB there against 298.4 MiB in an eager case's own process,
   25% higher forked, 375.1 against 297.5 MiB, 26%, spawned; docs/RESULTS.md "Eager figures";
   MPS: a sampled lower bound);
-- for a scenario whose compiled variant holds state of its own (train steps, KV caches:
+- for a scenario whose compiled variant holds state of its own (train steps:
   `harness.model.scenarios.compiled_holds_state`), which the eager peak in the twin includes;
+  except where the scenario builds that state in every process before the first call, the
+  eager case's too (decode's two static KV caches: `state_in_every_process`): there the eager
+  peak comes from the twin's eager first call, read before the compile (the worker's
+  `eager_first_call_memory`), when the two processes still hold the same bytes; a later read
+  in the twin would include the compile's residue;
 - with `--no-eager-from-twin` (`--shard` keeps a derived case in its twin's shard:
   harness/run/shard.py select_shard `attach`);
 - when the twin ends without a usable eager block (failed, crashed, timed out, skipped): the
@@ -37,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.measure.worker import MEMORY_ROUNDS_KEY
+from harness.measure.worker import EAGER_FIRST_CALL_MEMORY_KEY, MEMORY_ROUNDS_KEY
 from harness.model.payloads import CompileStats, Speedup
 from harness.model.schema import Case, Record
 
@@ -93,6 +98,12 @@ def _default_twin_ok(compiler: str) -> bool:
     return not (config.regional or config.inplace or config.options_dict().get("freezing"))
 
 
+def _default_state_everywhere(scenario: str) -> bool:
+    from harness.model.scenarios import state_in_every_process
+
+    return state_in_every_process(scenario)
+
+
 def _default_stateful(scenario: str) -> bool:
     from harness.model.scenarios import compiled_holds_state, get_scenario
 
@@ -109,6 +120,9 @@ class TwinPlan:
     id), why derivation is off when it is (`off`), and what happened (`fell_back`)."""
 
     sources: dict[str, str] = field(default_factory=dict)
+    # eager case ids whose peak memory comes from the twin's eager first call (a stateful
+    # scenario that builds its state in every process: see the module docstring)
+    first_call_peak: set[str] = field(default_factory=set)
     off: str | None = None
     fell_back: dict[str, str] = field(default_factory=dict)  # eager case id -> why it ran itself
 
@@ -136,13 +150,14 @@ class TwinPlan:
             return None
         started = clock()
         twin = finished.get(twin_id)
-        why = unusable(twin)
+        first_call = case.case_id in self.first_call_peak
+        why = unusable(twin, first_call_peak=first_call)
         if why is not None:
             self.fell_back[case.case_id] = f"twin {twin_id} {why}"
             return None
         assert twin is not None
         try:
-            return derive(case, twin, wall_s=clock() - started)
+            return derive(case, twin, wall_s=clock() - started, first_call_peak=first_call)
         except Exception as exc:  # noqa: BLE001 - a twin record the derivation cannot read: the case runs itself
             self.fell_back[case.case_id] = f"twin {twin_id} could not be derived from ({type(exc).__name__}: {exc})"[:300]
             return None
@@ -171,7 +186,8 @@ def plan_twins(cases: Sequence[Case], *, enabled: bool = True,
                is_eager: Callable[[str], bool] = _default_is_eager,
                stateful: Callable[[str], bool] = _default_stateful,
                env: Mapping[str, str] | None = None,
-               twin_ok: Callable[[str], bool] = _default_twin_ok) -> TwinPlan:
+               twin_ok: Callable[[str], bool] = _default_twin_ok,
+               state_everywhere: Callable[[str], bool] = _default_state_everywhere) -> TwinPlan:
     """The derivations this plan allows (the module docstring has the rule)."""
     if not enabled:
         return TwinPlan(off="--no-eager-from-twin")
@@ -184,18 +200,26 @@ def plan_twins(cases: Sequence[Case], *, enabled: bool = True,
         if key not in twins or (case.compiler == PREFERRED_TWIN and twins[key].compiler != PREFERRED_TWIN):
             twins[key] = case
     sources: dict[str, str] = {}
+    first_call: set[str] = set()
     for case in cases:
         twin = twins.get(group_key(case))
-        if twin is None or not is_eager(case.compiler) or stateful(case.scenario):
+        if twin is None or not is_eager(case.compiler):
             continue
+        # the first-call read exists on allocator devices only (the worker's eager_first_call)
         kind = memory_kind(case.device)
+        everywhere = stateful(case.scenario) and state_everywhere(case.scenario)
+        if stateful(case.scenario) and not (everywhere and kind in DERIVABLE_MEMORY_KINDS):
+            continue
         if kind in DERIVABLE_MEMORY_KINDS or (on_cpu and kind == "process_rss"):
             sources[case.case_id] = twin.case_id
-    return TwinPlan(sources=sources)
+            if everywhere:
+                first_call.add(case.case_id)
+    return TwinPlan(sources=sources, first_call_peak=first_call)
 
 
-def unusable(twin: Record | None) -> str | None:
-    """Why a twin's record cannot give the eager figures (None: it can)."""
+def unusable(twin: Record | None, first_call_peak: bool = False) -> str | None:
+    """Why a twin's record cannot give the eager figures (None: it can); `first_call_peak`:
+    the peak must come from its eager first call's read."""
     if twin is None:
         return "has no record (not run)"
     if twin.status != "ok":
@@ -205,7 +229,20 @@ def unusable(twin: Record | None) -> str | None:
         return "has no eager block"
     if eager.peak_memory_bytes is None:
         return "has no eager peak memory"
+    if first_call_peak and _first_call_memory(twin) is None:
+        return "has no eager first-call peak (a worker from before 2026-12-02, or no allocator)"
     return None
+
+
+def _first_call_memory(twin: Record) -> tuple[int, int] | None:
+    """The twin's eager first-call peak and its rise, when its worker read them."""
+    read = (twin.metrics or {}).get(EAGER_FIRST_CALL_MEMORY_KEY)
+    if not isinstance(read, Mapping):
+        return None
+    peak, delta = read.get("peak_bytes"), read.get("delta_bytes")
+    if not isinstance(peak, int) or not isinstance(delta, int):
+        return None
+    return peak, delta
 
 
 def is_derived(record: Record) -> bool:
@@ -213,12 +250,19 @@ def is_derived(record: Record) -> bool:
     return isinstance(source, Mapping) and bool(source.get("from_case"))
 
 
-def derive(case: Case, twin: Record, wall_s: float = 0.0) -> Record:
+def derive(case: Case, twin: Record, wall_s: float = 0.0, first_call_peak: bool = False) -> Record:
     """The eager case's record from its twin's: the twin's eager block and the figures the
     eager case reports (latency, throughput, the scenario's eager_* figures unprefixed, the
-    process's machine probe and contention), the case's own identity, and where it came from."""
+    process's machine probe and contention), the case's own identity, and where it came from.
+    With `first_call_peak` the block's peak memory is the twin's eager first call's
+    (`memory_source` "first_call"), read before its compile."""
     eager = twin.eager
     assert eager is not None and eager.median
+    if first_call_peak:
+        read = _first_call_memory(twin)
+        if read is None:
+            raise ValueError("no eager first-call peak")
+        eager = eager.with_fields(peak_memory_bytes=read[0], peak_memory_delta_bytes=read[1], memory_source="first_call")
     metrics = _eager_metrics(twin.metrics or {})
     units = metrics.get("units_per_call")
     metrics["latency_s"] = eager.median
@@ -229,6 +273,8 @@ def derive(case: Case, twin: Record, wall_s: float = 0.0) -> Record:
         metrics[MEMORY_ROUNDS_KEY] = eager_rounds(metrics[MEMORY_ROUNDS_KEY], twin.case_id)
     note = (f"eager figures from {twin.case_id}: its eager block, measured interleaved with the compiled variant "
             "in that case's process; not run in a process of its own (docs/RESULTS.md, Eager figures)")
+    if first_call_peak:
+        note += "; peak memory from that process's eager first call, before its compile"
     notes = [note] + [n for n in twin.notes if not n.startswith(_COMPILED_NOTE_PREFIXES)]
     return Record(case=case, status="ok", eager=eager, compiled=None, metrics=metrics, notes=notes,
                   worker={"start": DERIVED_START, "from_case": twin.case_id, "wall_s": round(wall_s, 6)})
@@ -259,6 +305,8 @@ def _eager_metrics(twin: Mapping[str, Any]) -> dict[str, Any]:
         out[key] = value
     for key, value in twin.items():
         base = key[len("eager_"):]
-        if key.startswith("eager_") and key not in _COMPILED_ONLY and "compiled" not in base:
+        if key == EAGER_FIRST_CALL_MEMORY_KEY:
+            out[key] = value  # the eager variant's own read: kept under its name
+        elif key.startswith("eager_") and key not in _COMPILED_ONLY and "compiled" not in base:
             out[base] = value
     return out
