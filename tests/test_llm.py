@@ -3,6 +3,8 @@ runner on tiny models (CPU, inductor)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -188,6 +190,65 @@ def test_decode_loop_reproduces_generate_greedy_tokens_every_call(name):
                               eos_token_id=None)[:, 8:]
     assert torch.equal(first, expected[:, :1]) and torch.equal(out1["tokens"], expected[:, 1:])
     assert [len(r) for r in loop.clock.intervals()] == [6, 6]
+
+
+def counted_decode_setup(monkeypatch, defer: bool):
+    """A tiny Llama and its decode context, COMPILEBENCH_DEFER_COMPILED_STATE set as asked, and
+    the list static_decode_step appends to each time a static cache is made."""
+    from harness.model.scenarios import COMPILED_STATE_AFTER_FIRST_CALL_ENV
+
+    if defer:
+        monkeypatch.setenv(COMPILED_STATE_AFTER_FIRST_CALL_ENV, "1")
+    else:
+        monkeypatch.delenv(COMPILED_STATE_AFTER_FIRST_CALL_ENV, raising=False)
+    made: list[int] = []
+    real = llm.static_decode_step
+    monkeypatch.setattr(llm, "static_decode_step", lambda *a: made.append(1) or real(*a))
+    torch.manual_seed(0)
+    c = ctx(prompt_len=8, new_tokens=4)
+    return llm.make_factory(family("llama-3.1-8b"))(c), c, made
+
+
+def fake_compiler():
+    from compiler import get_compiler
+
+    return replace(get_compiler("inductor"), name="fake", backend="eager")
+
+
+def test_by_default_decode_builds_both_caches_at_prepare(monkeypatch):
+    """The default path, the one the H200 figures were checked on: both static caches at
+    prepare (an eager case drops the second), nothing deferred."""
+    from compiler import get_compiler
+
+    built, c, made = counted_decode_setup(monkeypatch, defer=False)
+    eager_only = llm.decode(built, None, get_compiler("eager"), c)
+    assert made == [1, 1] and eager_only.compiled is None and eager_only.build_compiled_state is None
+    compiled = llm.decode(built, None, fake_compiler(), c)
+    assert len(made) == 4 and isinstance(compiled.compiled, llm.DecodeLoop) and compiled.build_compiled_state is None
+    assert torch.equal(compiled.compiled()["tokens"], compiled.eager()["tokens"])
+
+
+def test_deferred_decode_builds_the_compiled_variants_cache_only_after_the_eager_first_call(monkeypatch):
+    """With COMPILEBENCH_DEFER_COMPILED_STATE=1 the compiled variant's static cache is made by
+    Prepared.build_compiled_state (the worker calls it after the eager first call's memory
+    read) or at its own first call, never at prepare, so a compiled case's process holds the
+    eager case's bytes until then (harness/run/twins.py derives decode's eager case from that
+    read)."""
+    from compiler import get_compiler
+
+    built, c, made = counted_decode_setup(monkeypatch, defer=True)
+    eager_only = llm.decode(built, None, get_compiler("eager"), c)
+    assert made == [1] and eager_only.compiled is None and eager_only.build_compiled_state is None
+    compiled = llm.decode(built, None, fake_compiler(), c)
+    assert len(made) == 2 and compiled.compiled.loop is None  # prepare made the eager variant's cache only
+    eager_tokens = compiled.eager()["tokens"]
+    compiled.build_compiled_state()
+    assert len(made) == 3 and compiled.compiled.loop is not None
+    compiled.build_compiled_state()  # once
+    assert len(made) == 3
+    assert torch.equal(compiled.compiled()["tokens"], eager_tokens) and torch.equal(eager_only.eager()["tokens"], eager_tokens)
+    lazy = llm.decode(built, None, fake_compiler(), c)
+    assert torch.equal(lazy.compiled()["tokens"], eager_tokens) and len(made) == 5  # built at its first call
 
 
 def test_recompile_watch_fails_a_step_that_recompiles_every_token(monkeypatch):

@@ -444,7 +444,8 @@ def _first_call_state(device, clock, eager):
     from types import SimpleNamespace
 
     state = case_state(device, clock, {"eager": eager})
-    state.prepared = SimpleNamespace(eager=eager, compare=None, accuracy_output=None)
+    state.prepared = SimpleNamespace(eager=eager, compiled=None, compare=None, accuracy_output=None,
+                                     build_compiled_state=None)
     return state
 
 
@@ -458,8 +459,31 @@ def test_the_eager_first_call_peak_is_read_before_any_compile_on_an_allocator(gp
     device.transient(700 * MiB)  # the build's own transient peak, before the reset
     state = _first_call_state(device, clock, variant(device, clock, [12 * MiB]))
     worker.eager_first_call(state)
-    assert state.record.metrics[worker.EAGER_FIRST_CALL_MEMORY_KEY] == {"peak_bytes": 112 * MiB, "delta_bytes": 12 * MiB}
+    assert state.record.metrics[worker.EAGER_FIRST_CALL_MEMORY_KEY] == {
+        "peak_bytes": 112 * MiB, "delta_bytes": 12 * MiB, "compiled_state_deferred": False}
     assert state.eager_first_s == pytest.approx(0.01)
+
+
+def test_a_deferred_compiled_state_is_built_after_the_first_call_read_and_outside_its_timer(gpu, monkeypatch):
+    """decode's compiled cache (Prepared.build_compiled_state): built after the eager first
+    call's read, so a compiled case's read holds only what the eager case's process holds."""
+    device, clock = gpu
+    monkeypatch.setattr(worker, "_accuracy_output", lambda prepared, variant, out: out)
+    weights = Buffer(device, 100 * MiB)  # noqa: F841 - held: resident weights
+    held: list[Buffer] = []
+    state = _first_call_state(device, clock, variant(device, clock, [12 * MiB]))
+    state.prepared.compiled = lambda: None  # a compiled case
+
+    def build_cache() -> None:
+        held.append(Buffer(device, 72 * MiB))
+        clock.advance(0.5)
+
+    state.prepared.build_compiled_state = build_cache
+    worker.eager_first_call(state)
+    assert state.record.metrics[worker.EAGER_FIRST_CALL_MEMORY_KEY] == {
+        "peak_bytes": 112 * MiB, "delta_bytes": 12 * MiB, "compiled_state_deferred": True}
+    assert len(held) == 1 and device.in_use == 172 * MiB  # built, and alive for the compiled variant
+    assert state.eager_first_s == pytest.approx(0.01)  # the build is not in the first call's time
 
 
 def test_the_cpu_has_no_eager_first_call_read(monkeypatch):

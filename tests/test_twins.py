@@ -31,12 +31,13 @@ def case(scenario: str, compiler: str, device: str = "cuda", workload: str = "w"
     return Case(workload, scenario, compiler, device, "bfloat16", kw.pop("bs", 1), "full", "gpu", kw.pop("options", ()))
 
 
-def plan(cases, kind: str = "device_allocator", everywhere: frozenset[str] = frozenset(), **kw) -> twins.TwinPlan:
-    """The plan with fake registries; `everywhere`: the stateful scenarios that build their
-    state in every process (none here unless a test says so; decode in the real registry)."""
+def plan(cases, kind: str = "device_allocator", deferred: frozenset[str] = frozenset(), **kw) -> twins.TwinPlan:
+    """The plan with fake registries; `deferred`: the stateful scenarios whose compiled state
+    is built after the eager first call (none here unless a test says so; decode in the real
+    registry)."""
     kw.setdefault("env", {})
     return twins.plan_twins(cases, memory_kind=lambda device: kind, is_eager=lambda c: c == "eager",
-                            stateful=lambda s: s in STATEFUL, state_everywhere=lambda s: s in everywhere, **kw)
+                            stateful=lambda s: s in STATEFUL, state_after_first_call=lambda s: s in deferred, **kw)
 
 
 def gpu_plan() -> list[Case]:
@@ -165,17 +166,17 @@ def test_derived_record_is_the_twins_eager_block_under_the_eager_case():
 
 
 def _with_first_call(record: Record, peak: int, delta: int) -> Record:
-    record.metrics["eager_first_call_memory"] = {"peak_bytes": peak, "delta_bytes": delta}
+    record.metrics["eager_first_call_memory"] = {"peak_bytes": peak, "delta_bytes": delta, "compiled_state_deferred": True}
     return record
 
 
-def test_a_stateful_scenario_with_its_state_in_every_process_derives_its_peak_from_the_first_call():
-    """decode builds both static KV caches in every process, so the twin's eager first call
-    (before its compile) holds what the eager case's process holds; its later eager reads do
-    not (the compile's residue), so the derived peak is the first call's, and a twin without
-    that read leaves the eager case to run."""
+def test_a_stateful_scenario_with_its_compiled_state_deferred_derives_its_peak_from_the_first_call():
+    """decode's compiled variant builds its static KV cache after the eager first call, so the
+    twin's eager first call holds what the eager case's process holds and its later eager reads
+    do not (that cache): the derived peak is the first call's; a twin without that read, or one
+    whose read came after its compiled state was built, leaves the eager case to run."""
     eager_case, twin_case = case("decode", "eager"), case("decode", "inductor")
-    p = plan([eager_case, twin_case], everywhere=frozenset({"decode"}))
+    p = plan([eager_case, twin_case], deferred=frozenset({"decode"}))
     assert p.sources == {eager_case.case_id: twin_case.case_id} and p.first_call_peak == {eager_case.case_id}
     twin = _with_first_call(twin_record(twin_case), 14_990 << 20, 600 << 20)
     derived = p.take(eager_case, {twin_case.case_id: twin})
@@ -189,24 +190,32 @@ def test_a_stateful_scenario_with_its_state_in_every_process_derives_its_peak_fr
     assert again.eager.memory_source == "first_call" and again.eager.peak_memory_bytes == 14_990 << 20
     assert p.take(eager_case, {twin_case.case_id: twin_record(twin_case)}) is None  # no first-call read
     assert "has no eager first-call peak" in p.fell_back[eager_case.case_id]
+    built_first = twin_record(twin_case)
+    built_first.metrics["eager_first_call_memory"] = {"peak_bytes": 1, "delta_bytes": 1, "compiled_state_deferred": False}
+    assert p.take(eager_case, {twin_case.case_id: built_first}) is None
 
 
-def test_state_in_every_process_needs_an_allocator_and_train_keeps_its_eager_case():
+def test_a_deferred_compiled_state_needs_an_allocator_and_train_keeps_its_eager_case():
     cases = [case("decode", "eager"), case("decode", "inductor"), case("train", "eager"), case("train", "inductor")]
-    assert plan(cases, kind="process_rss", everywhere=frozenset({"decode"}), env={twins.TEST_ON_CPU_ENV: "1"}).sources == {}
-    gpu = plan(cases, everywhere=frozenset({"decode"}))
+    assert plan(cases, kind="process_rss", deferred=frozenset({"decode"}), env={twins.TEST_ON_CPU_ENV: "1"}).sources == {}
+    gpu = plan(cases, deferred=frozenset({"decode"}))
     assert set(gpu.sources) == {cases[0].case_id}
 
 
-def test_the_real_registry_says_decode_builds_its_state_everywhere_and_train_does_not():
-    from harness.model.scenarios import state_in_every_process
+def test_the_real_registry_defers_decode_only_when_switched_on_and_never_train(monkeypatch):
+    from harness.model.scenarios import COMPILED_STATE_AFTER_FIRST_CALL_ENV, compiled_state_after_first_call
 
     runner.load_registries([])
-    assert state_in_every_process("decode") and not state_in_every_process("train")
-    assert not state_in_every_process("forward") and not state_in_every_process("my-user-scenario")
-    real = twins.plan_twins([case("decode", "eager"), case("decode", "inductor")],
-                            memory_kind=lambda d: "device_allocator", env={})
-    assert real.first_call_peak == {case("decode", "eager").case_id}
+    on = {COMPILED_STATE_AFTER_FIRST_CALL_ENV: "1"}
+    assert compiled_state_after_first_call("decode", on) and not compiled_state_after_first_call("decode", {})
+    assert not compiled_state_after_first_call("train", on) and not compiled_state_after_first_call("forward", on)
+    assert not compiled_state_after_first_call("my-user-scenario", on)
+    decode = [case("decode", "eager"), case("decode", "inductor")]
+    monkeypatch.delenv(COMPILED_STATE_AFTER_FIRST_CALL_ENV, raising=False)
+    assert twins.plan_twins(decode, memory_kind=lambda d: "device_allocator", env={}).sources == {}
+    monkeypatch.setenv(COMPILED_STATE_AFTER_FIRST_CALL_ENV, "1")
+    real = twins.plan_twins(decode, memory_kind=lambda d: "device_allocator", env={})
+    assert real.first_call_peak == {decode[0].case_id}
 
 
 @pytest.mark.parametrize("status", ["fail_compile", "crashed", "timeout", "skipped", "fail_accuracy"])
@@ -455,11 +464,8 @@ def test_real_cpu_run_derives_the_eager_case_and_compare_and_report_load_it(tmp_
 
 
 def test_the_h200_evidence_supports_the_rule():
-    """The committed H200 run (one process per case): the eager cases the rule derives from the
-    twin's eager block have an eager peak within 1 MiB of their twins', the ones it keeps, or
-    derives from the twin's first call (decode: that run's workers made no first-call read, so
-    its last-warm-up reads show the compile's residue the first-call read avoids), are 10 MiB or
-    more apart."""
+    """The committed H200 run (one process per case): the eager cases the rule derives have an
+    eager peak within 1 MiB of their twins', the ones it keeps are 10 MiB or more apart."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import eager_twins
 
@@ -468,8 +474,7 @@ def test_the_h200_evidence_supports_the_rule():
     table = {row["case"]: row for row in eager_twins.rows(run.records)}
     assert {k for k, r in table.items() if r["rule"] == "derive"} == {
         "mlp-deep/forward", "llama-3.1-8b/prefill", "gemma-2b/prefill", "sdxl-unet/unet_step"}
-    assert {k for k, r in table.items() if r["rule"] == "derive: first-call peak"} == {
-        "llama-3.1-8b/decode", "gemma-2b/decode"}
+
     for name, row in table.items():
         diffs = [float(d) for d in row["peak_diff_mib"].split(" / ")]
         assert (max(diffs) < 1.0) if row["rule"] == "derive" else (min(diffs) > 10.0), (name, diffs)
@@ -505,12 +510,16 @@ def test_shards_keep_a_derived_eager_case_with_its_twin(tmp_path, monkeypatch, h
     assert sorted(calls) == sorted([_id("forward", "inductor"), _id("train", "eager"), _id("train", "inductor")])
 
 
-def test_the_evidence_script_applies_the_runners_rule():
+def test_the_evidence_script_applies_the_runners_rule(monkeypatch):
     """benchmarks/eager_twins.py says `derive` exactly where plan_twins does: not beside a
-    regional-only twin, not for a stateful scenario unless it builds its state in every
-    process (decode), and then from the first call."""
+    regional-only twin, not for a stateful scenario unless its compiled state is deferred
+    (decode with the switch on), and then from the first call."""
+    from harness.model.scenarios import COMPILED_STATE_AFTER_FIRST_CALL_ENV
+
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import eager_twins
+
+    monkeypatch.delenv(COMPILED_STATE_AFTER_FIRST_CALL_ENV, raising=False)
 
     runner.load_registries([])
     records = [twin_record(c) for c in (case("forward", "eager"), case("forward", "inductor-regional"),
@@ -518,7 +527,9 @@ def test_the_evidence_script_applies_the_runners_rule():
                                         case("decode", "eager"), case("decode", "inductor"))]
     rules = {row["case"]: row["rule"] for row in eager_twins.rows(records)}
     assert rules == {"w/forward": "keep: no twin (none, or only regional / in-place / freezing)", "w/prefill": "derive",
-                     "w/decode": "derive: first-call peak"}
+                     "w/decode": "keep: stateful"}
+    monkeypatch.setenv(COMPILED_STATE_AFTER_FIRST_CALL_ENV, "1")
+    assert {row["case"]: row["rule"] for row in eager_twins.rows(records)}["w/decode"] == "derive: first-call peak"
     train = [twin_record(c) for c in (case("train", "eager"), case("train", "inductor"))]
     assert [row["rule"] for row in eager_twins.rows(train)] == ["keep: stateful"]
 

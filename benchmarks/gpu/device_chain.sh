@@ -6,11 +6,14 @@
 #           OUT=$OUT WAIT_S=530 DIR=/tmp/cb-chain bash benchmarks/gpu/bench_gpu_bg.sh collect
 #   call 2..: OUT=$OUT WAIT_S=545 DIR=/tmp/cb-chain bash benchmarks/gpu/bench_gpu_bg.sh collect   (at once)
 #   last call: collect with a shorter WAIT_S, then `bench_gpu_bg.sh stop` (the cut run saves its cases)
-# STEPS, in order (default "bench resume hftrain"):
+# STEPS, in order (default "decodeown defer bench hftrain"):
 #   fvs     fork vs spawn, REPEAT processes each (fork_vs_spawn.sh; FVS_ARGS its `run` flags)
 #   bench   the newcomer's `tox -e bench-gpu` from a copy of the tree (bench_gpu_bg.sh TOX=1), timed
 #   decodeown  the `gpu` suite's decode eager cases in processes of their own (--no-eager-from-twin):
-#           the figures `bench` derives from the twins' eager first call, measured the old way
+#           the reference `defer`'s derived eager figures must match
+#   defer   the same decode cases with COMPILEBENCH_DEFER_COMPILED_STATE=1 (the eager case derived
+#           from the inductor twin's eager first call): against decodeown and bench, the check
+#           that turns the switch on by default (docs/RESULTS.md, Eager figures)
 #   old     the cases OLD_ARGS names run by the old tree in OLD (default .old, e.g. `git archive
 #           7edde66`), OLD_S at most: the old-way side of an old-vs-new compare with `bench`
 #   resume  `run --resume` of every journal under RESUME_DIRS (cut runs of earlier sessions)
@@ -21,8 +24,8 @@ set -uo pipefail
 DIR="${DIR:?}"
 SITE="${SITE:-/tmp/site}"
 PY="${PYTHON:-python3}"
-STEPS="${STEPS:-bench resume hftrain}"
-RESUME_DIRS="${RESUME_DIRS-results/baselines/h200-2026-12-01f/hf-train/chunk-3}"
+STEPS="${STEPS:-decodeown defer bench hftrain}"
+RESUME_DIRS="${RESUME_DIRS-}"  # e.g. a cut chunk of an earlier session (its runs/ holds the journal)
 mkdir -p "$DIR"
 [ -d "$SITE" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
   .whl/diffusers-*.whl .whl/ruptures-*.whl .whl/importlib_metadata-*.whl .whl/zipp-*.whl .whl/lazy_importer-*.whl \
@@ -45,6 +48,12 @@ step_decodeown() {
   PYTHONPATH="$SITE:$PWD" HF_HUB_OFFLINE=1 "$PY" -m harness run \
     ${DECODEOWN_ARGS:---suite gpu --device cuda -w llama-3.1-8b,gemma-2b --scenario decode -c eager} \
     --no-eager-from-twin --out "$DIR/decodeown" --no-ingest --label decode-eager-own > "$DIR/decodeown.log" 2>&1
+}
+
+step_defer() {
+  COMPILEBENCH_DEFER_COMPILED_STATE=1 PYTHONPATH="$SITE:$PWD" HF_HUB_OFFLINE=1 "$PY" -m harness run \
+    ${DEFER_ARGS:---suite gpu --device cuda -w llama-3.1-8b,gemma-2b --scenario decode} \
+    --out "$DIR/defer" --no-ingest --label decode-deferred > "$DIR/defer.log" 2>&1
 }
 
 step_old() {

@@ -64,7 +64,13 @@ def print_tables(runs: list[dict[str, Any]]) -> None:
             print(f"{LABELS.get(name, name):<36} {seconds:9.1f} {seconds / max(run_wall, case_wall, 1e-9):7.1%}")
     between = run_wall - case_wall
     print(f"{'runner, between cases':<36} {between:9.1f} {between / max(run_wall, 1e-9):7.1%}")
-    if preload_seconds(runs):
+    prestart = [(run.get("config") or {}).get("worker_start", {}).get("prestart") or {} for run in runs]
+    together = sum(float(p.get("wall_s") or 0.0) for p in prestart)
+    if together:  # the GPU servers started together before the first case (runner.prestart_servers)
+        servers = sum(int(p.get("servers") or 0) for p in prestart)
+        print(f"{'  of which: servers started together':<36} {together:9.1f}   "
+              f"({servers} server(s), {preload_seconds(runs):.1f} s of imports in all)")
+    elif preload_seconds(runs):
         print(f"{'  of which: server preload (imports)':<36} {preload_seconds(runs):9.1f}")
     print()
     cols = ("setup", "build", "eager_first_call", "compile", "measure", "memory")

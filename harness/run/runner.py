@@ -20,7 +20,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -458,6 +458,36 @@ def _server_for(spec: WorkerSpec, python: str, env: dict[str, str], trace_dir: P
     return server, {"start": "preloaded"}
 
 
+def prestart_servers(cases: Sequence[Case], opts: RunOptions, policy: dict[str, Any], isa_cache: Path,
+                     skip: Collection[str] = ()) -> dict[str, Any] | None:
+    """Start, together, the preloaded servers the GPU cases of this run will fork from (cases
+    in `skip` start no process: journaled or derived), before the first case, so their
+    imports overlap one another and no case (ServerPool.start_all). None when there is
+    nothing to start here: no pool, --gpus (each GPU's environment differs), --trace (spawned),
+    GPU cases spawned (COMPILEBENCH_PRELOAD_GPU=0) or not runnable here. CPU servers still
+    start on first use: each settles the ISA probe once, in its own time."""
+    from harness.measure.devices import parse_device
+
+    pool = open_pool()
+    if pool is None or opts.gpus or opts.trace or not gpu_preload_enabled():
+        return None
+    python = opts.python or sys.executable
+    env = worker_env(Path(tempfile.gettempdir()) / "cb-prestart")  # the per-case cache folder is not in the key
+    wanted: dict[tuple[Any, ...], tuple[str, dict[str, str], tuple[str, ...]]] = {}
+    for case in cases:
+        if case.case_id in skip or case.device.startswith("cpu") or not parse_device(case.device).availability().available:
+            continue
+        spec = make_spec(case, opts, policy, str(isa_cache))
+        if not spec.preload:
+            continue
+        modules = case_preload(spec)
+        wanted.setdefault(modules, (python, env, modules))
+    if not wanted:
+        return None
+    with interruptible():  # seconds of imports: a stop signal must not wait for them
+        return pool.start_all(list(wanted.values()))
+
+
 def _cache_leak(server: Any) -> dict[str, Any]:
     """After a forked case: did it write into the server's import-time cache folder? Then a
     module of that torch kept a copy of the path that repoint_caches does not re-point. This
@@ -678,6 +708,9 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
         with deferred():  # created and guarded as one step: an interrupted run always gets its run file
             journal = open_journal()
         isa_cache.mkdir(parents=True, exist_ok=True)
+        prestart = prestart_servers(cases, opts, policy, isa_cache, skip={*done, *twins.sources})
+        if prestart is not None and isinstance(run.config.get("worker_start"), dict):
+            run.config["worker_start"]["prestart"] = prestart
         pool = start_pool([c for c in cases if c.case_id not in done], run_one, opts.gpus, opts.out_dir,
                           opts.shard_costs, held=twins.sources, derive=twins.take, known=done,
                           on_start=start_announcer(progress, len(cases), len(done)))

@@ -15,11 +15,11 @@ workload and scenario. Where it does add something, the `eager` case keeps its o
   MPS: a sampled lower bound);
 - for a scenario whose compiled variant holds state of its own (train steps:
   `harness.model.scenarios.compiled_holds_state`), which the eager peak in the twin includes;
-  except where the scenario builds that state in every process before the first call, the
-  eager case's too (decode's two static KV caches: `state_in_every_process`): there the eager
-  peak comes from the twin's eager first call, read before the compile (the worker's
-  `eager_first_call_memory`), when the two processes still hold the same bytes; a later read
-  in the twin would include the compile's residue;
+  except where the compiled variant builds that state only after the eager first call
+  (decode's second static KV cache: `compiled_state_after_first_call`,
+  `Prepared.build_compiled_state`): there the eager peak comes from the twin's eager first
+  call (the worker's `eager_first_call_memory`, `compiled_state_deferred` true), when the two
+  processes still hold the same bytes; any later read in the twin includes that state;
 - with `--no-eager-from-twin` (`--shard` keeps a derived case in its twin's shard:
   harness/run/shard.py select_shard `attach`);
 - when the twin ends without a usable eager block (failed, crashed, timed out, skipped): the
@@ -98,10 +98,10 @@ def _default_twin_ok(compiler: str) -> bool:
     return not (config.regional or config.inplace or config.options_dict().get("freezing"))
 
 
-def _default_state_everywhere(scenario: str) -> bool:
-    from harness.model.scenarios import state_in_every_process
+def _default_state_after_first_call(scenario: str) -> bool:
+    from harness.model.scenarios import compiled_state_after_first_call
 
-    return state_in_every_process(scenario)
+    return compiled_state_after_first_call(scenario)
 
 
 def _default_stateful(scenario: str) -> bool:
@@ -121,7 +121,7 @@ class TwinPlan:
 
     sources: dict[str, str] = field(default_factory=dict)
     # eager case ids whose peak memory comes from the twin's eager first call (a stateful
-    # scenario that builds its state in every process: see the module docstring)
+    # scenario whose compiled state is built after that call: see the module docstring)
     first_call_peak: set[str] = field(default_factory=set)
     off: str | None = None
     fell_back: dict[str, str] = field(default_factory=dict)  # eager case id -> why it ran itself
@@ -187,7 +187,7 @@ def plan_twins(cases: Sequence[Case], *, enabled: bool = True,
                stateful: Callable[[str], bool] = _default_stateful,
                env: Mapping[str, str] | None = None,
                twin_ok: Callable[[str], bool] = _default_twin_ok,
-               state_everywhere: Callable[[str], bool] = _default_state_everywhere) -> TwinPlan:
+               state_after_first_call: Callable[[str], bool] = _default_state_after_first_call) -> TwinPlan:
     """The derivations this plan allows (the module docstring has the rule)."""
     if not enabled:
         return TwinPlan(off="--no-eager-from-twin")
@@ -207,12 +207,12 @@ def plan_twins(cases: Sequence[Case], *, enabled: bool = True,
             continue
         # the first-call read exists on allocator devices only (the worker's eager_first_call)
         kind = memory_kind(case.device)
-        everywhere = stateful(case.scenario) and state_everywhere(case.scenario)
-        if stateful(case.scenario) and not (everywhere and kind in DERIVABLE_MEMORY_KINDS):
+        deferred = stateful(case.scenario) and state_after_first_call(case.scenario)
+        if stateful(case.scenario) and not (deferred and kind in DERIVABLE_MEMORY_KINDS):
             continue
         if kind in DERIVABLE_MEMORY_KINDS or (on_cpu and kind == "process_rss"):
             sources[case.case_id] = twin.case_id
-            if everywhere:
+            if deferred:
                 first_call.add(case.case_id)
     return TwinPlan(sources=sources, first_call_peak=first_call)
 
@@ -230,14 +230,15 @@ def unusable(twin: Record | None, first_call_peak: bool = False) -> str | None:
     if eager.peak_memory_bytes is None:
         return "has no eager peak memory"
     if first_call_peak and _first_call_memory(twin) is None:
-        return "has no eager first-call peak (a worker from before 2026-12-02, or no allocator)"
+        return ("has no eager first-call peak read before its compiled state was built (a worker from "
+                "before 2026-12-02, no allocator, or a scenario that built that state at prepare)")
     return None
 
 
 def _first_call_memory(twin: Record) -> tuple[int, int] | None:
     """The twin's eager first-call peak and its rise, when its worker read them."""
     read = (twin.metrics or {}).get(EAGER_FIRST_CALL_MEMORY_KEY)
-    if not isinstance(read, Mapping):
+    if not isinstance(read, Mapping) or read.get("compiled_state_deferred") is not True:
         return None
     peak, delta = read.get("peak_bytes"), read.get("delta_bytes")
     if not isinstance(peak, int) or not isinstance(delta, int):

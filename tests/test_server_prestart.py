@@ -1,0 +1,91 @@
+"""The GPU cases' preloaded servers started together before the first case
+(harness/run/runner.py prestart_servers, harness/run/forkserver.py ServerPool.start_all):
+which servers a plan asks for (a fake pool and a fake CUDA), and a real server started that
+way on CPU, which the case that needs it then gets without a second start."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness.model.schema import Case
+from harness.run import forkserver, runner
+
+
+class FakePool:
+    def __init__(self) -> None:
+        self.calls: list[list[tuple]] = []
+
+    def start_all(self, wanted):
+        self.calls.append(list(wanted))
+        return {"servers": len(wanted), "wall_s": 0.0}
+
+
+def gpu_case(workload: str, compiler: str, scenario: str = "forward") -> Case:
+    return Case(workload, scenario, compiler, "cuda", "bfloat16", 1, "tiny", "gpu")
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """CUDA 'available' here, the pool a fake, the modules per workload as the plan gives them."""
+    import harness.measure.devices as devices
+
+    pool = FakePool()
+    monkeypatch.setattr(runner, "open_pool", lambda: pool)
+    monkeypatch.setattr(devices, "parse_device",
+                        lambda name: SimpleNamespace(availability=lambda: SimpleNamespace(available=True)))
+    monkeypatch.setattr(runner, "case_preload", lambda spec: ("torch", spec.case.workload))
+    monkeypatch.delenv(forkserver.GPU_PRELOAD_ENV, raising=False)
+    runner.load_registries([])
+    return pool
+
+
+def test_one_server_per_module_set_of_the_cases_that_start_a_process(fake_gpu, tmp_path):
+    cases = [gpu_case("mlp-deep", "eager"), gpu_case("mlp-deep", "inductor"), gpu_case("gemma-2b", "inductor"),
+             gpu_case("llama-3.1-8b", "eager"), Case("mlp-deep", "forward", "inductor", "cpu", "float32", 1, "tiny", "gpu")]
+    out = runner.prestart_servers(cases, runner.RunOptions(), {}, tmp_path, skip={cases[3].case_id})
+    assert out == {"servers": 2, "wall_s": 0.0}
+    (wanted,) = fake_gpu.calls
+    assert [modules for _, _, modules in wanted] == [("torch", "mlp-deep"), ("torch", "gemma-2b")]
+    python, env, _ = wanted[0]
+    assert python == sys.executable and env["PYTHONPATH"].startswith(str(runner.PROJECT_ROOT))
+
+
+@pytest.mark.parametrize("why", ["gpus", "trace", "spawned", "cpu only", "nothing left"])
+def test_nothing_is_started_where_the_cases_would_not_fork_from_them(fake_gpu, monkeypatch, tmp_path, why):
+    cases = [gpu_case("mlp-deep", "inductor")]
+    opts = runner.RunOptions()
+    skip: set[str] = set()
+    if why == "gpus":
+        opts = runner.RunOptions(gpus=[0, 1])
+    elif why == "trace":
+        opts = runner.RunOptions(trace=True)
+    elif why == "spawned":
+        monkeypatch.setenv(forkserver.GPU_PRELOAD_ENV, "0")
+    elif why == "cpu only":
+        cases = [Case("mlp-deep", "forward", "inductor", "cpu", "float32", 1, "tiny", "smoke")]
+    else:
+        skip = {cases[0].case_id}
+    assert runner.prestart_servers(cases, opts, {}, tmp_path, skip=skip) is None
+    assert fake_gpu.calls == []
+
+
+def test_a_server_started_together_is_the_one_the_case_then_gets(tmp_path):
+    """A real server (torch only) started by start_all: ready, counted, and returned by the
+    pool's get() for the same python, environment and modules, with no second process."""
+    pool = forkserver.ServerPool(str(Path(__file__).resolve().parents[1]))
+    env = runner.worker_env(tmp_path / "cache")
+    modules = ("torch", "harness.measure.worker")
+    try:
+        out = pool.start_all([(sys.executable, env, modules), (sys.executable, env, modules)])
+        assert out["servers"] == 1 and out["wall_s"] > 0
+        (server,) = pool.servers.values()
+        assert server.info.get("ready") and server.broken is None and "torch" in server.info["preloaded"]
+        other_case_env = {**env, forkserver.CACHE_ENV: str(tmp_path / "another-case")}  # per case: not in the key
+        assert pool.get(sys.executable, other_case_env, None, modules) is server
+        assert pool.start_all([(sys.executable, env, modules)])["servers"] == 0
+    finally:
+        pool.close()
