@@ -459,8 +459,9 @@ def build(state: CaseState) -> None:
 
 
 # record.metrics: the allocator's peak over the eager first call (before any compile), on
-# allocator devices: the eager figure a stateful-everywhere scenario's eager case is derived
-# from (harness/run/twins.py), and the evidence that it equals the eager case's own peak
+# allocator devices: the figure a stateful scenario's eager case is derived from where the
+# compiled variant's state is built only after that call (harness/run/twins.py), and, in an
+# eager case's own process, the evidence that it equals that case's later reads
 EAGER_FIRST_CALL_MEMORY_KEY = "eager_first_call_memory"
 
 
