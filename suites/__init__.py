@@ -22,6 +22,18 @@ WORKLOAD_MODULES: list[str] = ["suites.mlp", "suites.diffusion", "suites.llm", "
 # PRELOAD_MODULES, which a CPU case's fork server may import ahead of it (harness/run/forkserver.py
 # workload_preload; tests/test_forkserver_memory.py builds one workload per module to hold it)
 TRANSFORMERS_BUILD = ("transformers", "transformers.modeling_utils")
+
+
+def is_drop_probability(key: str, value: Any) -> bool:
+    """Whether config key `key` holds a probability of dropping something at random in
+    training: dropout, `*_pdrop`, `drop_rate`, stochastic depth (`drop_path_rate`), and layer
+    drop (`layerdrop`, `encoder_layerdrop`, `decoder_layerdrop`: M2M100 has 0.05, which skips
+    whole layers at random in a train step, so graphs, grads and recompiles changed call to
+    call). The hf and transformers-zoo suites set each to 0 before the build, so a train step
+    is the same computation in eager and compiled; PyTorch's runner sets every float `*drop*`
+    attribute to 1e-30 after it, which modules that copied the value at init never see."""
+    return isinstance(value, float) and ("dropout" in key or key.endswith("pdrop") or key.endswith("drop_rate")
+                                         or "drop_path" in key or "layerdrop" in key)
 DIFFUSERS_BUILD = (*TRANSFORMERS_BUILD, "diffusers", "diffusers.models.modeling_utils")
 
 

@@ -37,7 +37,7 @@ from compiler import NotApplicableError
 from harness import Built, WorkloadContext, workload
 from harness.model.accuracy import DYNAMO_RULE, AccuracyRule, declare_accuracy
 
-from . import TRANSFORMERS_BUILD, Suite, SuiteEntry, register_suite
+from . import TRANSFORMERS_BUILD, Suite, SuiteEntry, is_drop_probability, register_suite
 
 PRELOAD_MODULES = TRANSFORMERS_BUILD  # every build imports them (suites/__init__.py)
 
@@ -230,10 +230,11 @@ def remap_token_id(value: Any, vocab: int) -> Any:
 
 
 def dropout_off(data: Mapping[str, Any]) -> dict[str, Any]:
-    """Every float dropout probability set to 0 (nested sub-configs too)."""
+    """Every float drop probability (suites.is_drop_probability: dropout, layer drop, drop
+    path) set to 0, nested sub-configs too."""
     out = dict(data)
     for key, value in data.items():
-        if isinstance(value, float) and ("dropout" in key or "pdrop" in key or key.endswith("drop_rate")):
+        if is_drop_probability(key, value):
             out[key] = 0.0
         elif isinstance(value, dict) and key.endswith("_config"):
             out[key] = dropout_off(value)

@@ -39,7 +39,7 @@ from compiler import NotApplicableError
 from harness import Built, WorkloadContext, workload
 from harness.model.errors import UserError
 
-from . import TRANSFORMERS_BUILD, Suite, SuiteEntry, register_suite
+from . import TRANSFORMERS_BUILD, Suite, SuiteEntry, is_drop_probability, register_suite
 
 PRELOAD_MODULES = TRANSFORMERS_BUILD  # every build imports them (suites/__init__.py)
 
@@ -241,7 +241,7 @@ def common_overrides(data: Mapping[str, Any]) -> dict[str, Any]:
     """Both sizes: dropout off and no KV cache (outputs compare; a cache object is no tensor)."""
     out: dict[str, Any] = {}
     for key, value in data.items():
-        if isinstance(value, float) and ("dropout" in key or key.endswith("pdrop") or key == "layerdrop"):
+        if is_drop_probability(key, value):
             out[key] = 0.0
         elif key == "use_cache" and value:
             out[key] = False

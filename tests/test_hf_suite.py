@@ -84,6 +84,27 @@ def test_dropout_is_switched_off():
         "hidden_size": 8}
 
 
+def test_layer_drop_and_drop_path_are_switched_off_too():
+    """M2M100's 0.05 layer drop skipped whole layers at random in a train step (tiny on CPU: 10
+    recompiles and a 0.04x speedup); drop path is stochastic depth. Ints and other keys stay."""
+    from suites.transformers_zoo import common_overrides
+
+    config = {"encoder_layerdrop": 0.05, "decoder_layerdrop": 0.05, "layerdrop": 0.1, "drop_path_rate": 0.1,
+              "dropout_rate": 0.1, "num_layers": 12, "drop_ratio_int": 3, "layer_norm_eps": 1e-5}
+    off = hf.dropout_off(config)
+    assert off == {**config, "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0, "layerdrop": 0.0,
+                   "drop_path_rate": 0.0, "dropout_rate": 0.0}
+    assert common_overrides(config) == {
+        "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0, "layerdrop": 0.0, "drop_path_rate": 0.0, "dropout_rate": 0.0}
+
+
+def test_the_m2m100_config_builds_without_layer_drop():
+    model = next(m for m in hf.HF_MODELS if m.name == "M2M100ForConditionalGeneration")
+    for size in ("tiny", "full"):
+        _, config = hf.model_class_and_config(model, size)
+        assert config.encoder_layerdrop == 0.0 and config.decoder_layerdrop == 0.0 and config.dropout == 0.0
+
+
 @pytest.mark.parametrize("workload, keys", [
     ("hf-BertForMaskedLM", {"input_ids", "labels"}),
     ("hf-T5Small", {"input_ids", "decoder_input_ids", "labels"}),

@@ -6,9 +6,11 @@
 #           OUT=$OUT WAIT_S=530 DIR=/tmp/cb-chain bash benchmarks/gpu/bench_gpu_bg.sh collect
 #   call 2..: OUT=$OUT WAIT_S=545 DIR=/tmp/cb-chain bash benchmarks/gpu/bench_gpu_bg.sh collect   (at once)
 #   last call: collect with a shorter WAIT_S, then `bench_gpu_bg.sh stop` (the cut run saves its cases)
-# STEPS, in order (default "decodeown defer bench hftrain"):
+# STEPS, in order (default "decodeown bench hftrain"):
 #   fvs     fork vs spawn, REPEAT processes each (fork_vs_spawn.sh; FVS_ARGS its `run` flags)
-#   bench   the newcomer's `tox -e bench-gpu` from a copy of the tree (bench_gpu_bg.sh TOX=1), timed
+#   bench   the newcomer's `tox -e bench-gpu` from a copy of the tree (bench_gpu_bg.sh TOX=1), timed;
+#           BENCH_DEFER (default 1) is its COMPILEBENCH_DEFER_COMPILED_STATE: the decode eager rows
+#           derived from the twins' first call, which decodeown's own-process figures then check
 #   decodeown  the `gpu` suite's decode eager cases in processes of their own (--no-eager-from-twin):
 #           the reference `defer`'s derived eager figures must match
 #   defer   the same decode cases with COMPILEBENCH_DEFER_COMPILED_STATE=1 (the eager case derived
@@ -24,7 +26,7 @@ set -uo pipefail
 DIR="${DIR:?}"
 SITE="${SITE:-/tmp/site}"
 PY="${PYTHON:-python3}"
-STEPS="${STEPS:-decodeown defer bench hftrain}"
+STEPS="${STEPS:-decodeown bench hftrain}"
 RESUME_DIRS="${RESUME_DIRS-}"  # e.g. a cut chunk of an earlier session (its runs/ holds the journal)
 mkdir -p "$DIR"
 [ -d "$SITE" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
@@ -40,7 +42,8 @@ step_fvs() {
 step_bench() {  # its own setsid run inside this one; collect waits for it (the suite: 12-13 min)
   # RUN_CMD is this chain's own command, inherited from bench_gpu_bg.sh: cleared, or it would
   # start the chain again (BENCH_RUN_CMD replaces the suite, for a dry run)
-  RUN_CMD="${BENCH_RUN_CMD:-}" DIR="$DIR/bench" TOX=1 bash benchmarks/gpu/bench_gpu_bg.sh start > "$DIR/bench.log" 2>&1
+  COMPILEBENCH_DEFER_COMPILED_STATE="${BENCH_DEFER:-1}" RUN_CMD="${BENCH_RUN_CMD:-}" DIR="$DIR/bench" TOX=1 \
+    bash benchmarks/gpu/bench_gpu_bg.sh start > "$DIR/bench.log" 2>&1
   DIR="$DIR/bench" WAIT_S="${BENCH_WAIT_S:-1500}" bash benchmarks/gpu/bench_gpu_bg.sh collect >> "$DIR/bench.log" 2>&1
 }
 
