@@ -192,6 +192,15 @@ def test_decode_loop_reproduces_generate_greedy_tokens_every_call(name):
     assert [len(r) for r in loop.clock.intervals()] == [6, 6]
 
 
+@pytest.fixture
+def recompile_rule_restored():
+    """The compiled decode loop's first call turns torch._dynamo.config.error_on_recompile on
+    for the process (the decode scenario's rule from then on): put back after the test, or
+    later compiles in the test process fail with RecompileError."""
+    with torch._dynamo.config.patch(error_on_recompile=torch._dynamo.config.error_on_recompile):
+        yield
+
+
 def counted_decode_setup(monkeypatch, defer: bool):
     """A tiny Llama and its decode context, COMPILEBENCH_DEFER_COMPILED_STATE set as asked, and
     the list static_decode_step appends to each time a static cache is made."""
@@ -215,7 +224,7 @@ def fake_compiler():
     return replace(get_compiler("inductor"), name="fake", backend="eager")
 
 
-def test_by_default_decode_builds_both_caches_at_prepare(monkeypatch):
+def test_by_default_decode_builds_both_caches_at_prepare(monkeypatch, recompile_rule_restored):
     """The default path, the one the H200 figures were checked on: both static caches at
     prepare (an eager case drops the second), nothing deferred."""
     from compiler import get_compiler
@@ -228,7 +237,8 @@ def test_by_default_decode_builds_both_caches_at_prepare(monkeypatch):
     assert torch.equal(compiled.compiled()["tokens"], compiled.eager()["tokens"])
 
 
-def test_deferred_decode_builds_the_compiled_variants_cache_only_after_the_eager_first_call(monkeypatch):
+def test_deferred_decode_builds_the_compiled_variants_cache_only_after_the_eager_first_call(monkeypatch,
+                                                                                         recompile_rule_restored):
     """With COMPILEBENCH_DEFER_COMPILED_STATE=1 the compiled variant's static cache is made by
     Prepared.build_compiled_state (the worker calls it after the eager first call's memory
     read) or at its own first call, never at prepare, so a compiled case's process holds the
