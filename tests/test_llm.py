@@ -261,6 +261,46 @@ def test_deferred_decode_builds_the_compiled_variants_cache_only_after_the_eager
     assert torch.equal(lazy.compiled()["tokens"], eager_tokens) and len(made) == 5  # built at its first call
 
 
+def live_tensor_bytes() -> int:
+    """Bytes of every distinct storage a live tensor holds (the allocator's view of a process,
+    from the garbage collector's list of objects)."""
+    import gc
+
+    gc.collect()
+    seen: dict[int, int] = {}
+    for obj in gc.get_objects():
+        if issubclass(type(obj), torch.Tensor) and not obj.is_meta:  # type(): no attribute lookups on odd objects
+            storage = obj.untyped_storage()
+            seen[storage.data_ptr()] = max(seen.get(storage.data_ptr(), 0), storage.nbytes())
+    return sum(seen.values())
+
+
+@pytest.mark.parametrize("defer", [False, True])
+def test_a_compiled_decode_case_holds_the_eager_cases_bytes_at_the_first_call_only_when_deferred(
+        monkeypatch, recompile_rule_restored, defer):
+    """The premise of deriving decode's eager case from the twin's eager first call: at that
+    call the compiled case's process holds what the eager case's holds. By default it holds
+    one static cache more (what the H200 showed: +83.4 MiB for Llama-3.1-8B); deferred, the
+    same bytes, and the cache comes with build_compiled_state."""
+    from compiler import get_compiler
+
+    built, c, _ = counted_decode_setup(monkeypatch, defer=defer)
+    base = live_tensor_bytes()
+    eager_case = llm.decode(built, None, get_compiler("eager"), c)
+    eager_bytes = live_tensor_bytes() - base
+    cache_bytes = llm.kv_cache_bytes(eager_case.eager.cache)
+    del eager_case
+    compiled_case = llm.decode(built, None, fake_compiler(), c)
+    compiled_bytes = live_tensor_bytes() - base
+    assert cache_bytes > 0
+    if defer:
+        assert compiled_bytes == eager_bytes
+        compiled_case.build_compiled_state()
+        assert live_tensor_bytes() - base >= eager_bytes + cache_bytes
+    else:
+        assert compiled_bytes >= eager_bytes + cache_bytes
+
+
 def test_recompile_watch_fails_a_step_that_recompiles_every_token(monkeypatch):
     model, prompt, cache, first, step = tiny_decode_setup(new_tokens=5)
     frames = iter(range(100))
