@@ -74,3 +74,18 @@ def no_background_run():
     from tests.background import wait_idle
 
     wait_idle()
+
+
+@pytest.fixture(autouse=True)
+def dynamo_recompile_rule_left_off():
+    """A test that leaves torch._dynamo.config.error_on_recompile on (the decode scenario's
+    compiled first call sets it for its process) breaks every later compile in this process
+    with a RecompileError far from the cause; fail the test that left it on instead."""
+    import sys
+
+    yield
+    config = sys.modules.get("torch._dynamo.config")
+    if config is not None and config.error_on_recompile:
+        config.error_on_recompile = False
+        pytest.fail("the test left torch._dynamo.config.error_on_recompile on (restore it, e.g. with "
+                    "torch._dynamo.config.patch)")
