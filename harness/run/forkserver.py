@@ -715,11 +715,16 @@ class ServerPool:
         self.servers: dict[Any, ForkServer] = {}
         self.lock = threading.Lock()
 
+    @staticmethod
+    def key(python: str, env: Mapping[str, str], modules: Sequence[str], settles_isa: bool) -> tuple[Any, ...]:
+        """Which server a case shares: interpreter, import-time environment, modules, ISA probe."""
+        return (*server_key(python, env), tuple(modules), settles_isa)
+
     def get(self, python: str, env: Mapping[str, str], isa_cache_dir: str | None = None,
             modules: Sequence[str] = PRELOAD) -> ForkServer:
         """`isa_cache_dir`: a CPU case's ISA probe folder, so a new server settles the probe once;
         `modules`: what it imports (preload_for)."""
-        key = (*server_key(python, env), tuple(modules), isa_cache_dir is not None)
+        key = self.key(python, env, modules, isa_cache_dir is not None)
         with self.lock:
             server = self.servers.get(key)
             if server is None:
@@ -738,7 +743,7 @@ class ServerPool:
         started: list[ForkServer] = []
         with self.lock:
             for python, env, modules in wanted:
-                key = (*server_key(python, env), tuple(modules), False)
+                key = self.key(python, env, modules, settles_isa=False)
                 if key not in self.servers:
                     server = self.servers[key] = ForkServer(python, env, self.cwd, None, modules)
                     started.append(server)

@@ -474,8 +474,13 @@ def prestart_servers(cases: Sequence[Case], opts: RunOptions, policy: dict[str, 
     python = opts.python or sys.executable
     env = worker_env(Path(tempfile.gettempdir()) / "cb-prestart")  # the per-case cache folder is not in the key
     wanted: dict[tuple[Any, ...], tuple[str, dict[str, str], tuple[str, ...]]] = {}
+    runnable: dict[str, bool] = {}  # per device, asked once
     for case in cases:
-        if case.case_id in skip or case.device.startswith("cpu") or not parse_device(case.device).availability().available:
+        if case.case_id in skip or case.device.startswith("cpu"):
+            continue
+        if case.device not in runnable:
+            runnable[case.device] = parse_device(case.device).availability().available
+        if not runnable[case.device]:
             continue
         spec = make_spec(case, opts, policy, str(isa_cache))
         if not spec.preload:
