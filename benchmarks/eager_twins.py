@@ -10,6 +10,7 @@ the first-call columns check) and, in a run where it did, which twin it came fro
 
     python benchmarks/eager_twins.py RUN.json            # run with --no-eager-from-twin: the check
     python benchmarks/eager_twins.py RUN.json --markdown  # the table docs/RESULTS.md quotes
+    python benchmarks/eager_twins.py RUN.json --reference OWN.json  # derived peaks vs own-process ones
 
 Read a run made with `--no-eager-from-twin` to check the rule (every eager case measured in
 its own process); a derived eager row equals its twin's by construction.
@@ -42,8 +43,29 @@ def _ms(record: Record) -> str:
 
 
 def _first_call_peak(record: Record) -> int | None:
+    """The first call's peak plus the output the worker kept from it (what every later read
+    holds; a read from before 2026-12-03 has no such count and gives the bare peak)."""
     read = (record.metrics or {}).get(EAGER_FIRST_CALL_MEMORY_KEY)
-    return read.get("peak_bytes") if isinstance(read, dict) else None
+    if not isinstance(read, dict) or read.get("peak_bytes") is None:
+        return None
+    return read["peak_bytes"] + read.get("held_output_bytes", 0)
+
+
+def reference_rows(records: list[Record], reference: list[Record]) -> list[dict[str, str]]:
+    """Each derived eager case against the same case run in its own process (a run made with
+    `--no-eager-from-twin`): the peaks in bytes and their difference. Latencies of two
+    processes are not set side by side: the host's speed moves between processes."""
+    own = {r.case_id: r for r in reference if r.eager is not None and not is_derived(r)}
+    out = []
+    for record in records:
+        ref = own.get(record.case_id)
+        if not is_derived(record) or ref is None or record.eager is None:
+            continue
+        derived, measured = record.eager.peak_memory_bytes, ref.eager.peak_memory_bytes
+        out.append({"case": record.case_id, "source": record.eager.memory_source or "",
+                    "derived_bytes": str(derived), "own_process_bytes": str(measured),
+                    "diff_bytes": str(derived - measured) if derived is not None and measured is not None else "-"})
+    return out
 
 
 def _diffs(base: int | None, others: list[int | None]) -> str:
@@ -94,24 +116,40 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", help="a run file")
     parser.add_argument("--markdown", action="store_true", help="a markdown table")
+    parser.add_argument("--reference", metavar="RUN",
+                        help="a run of the same eager cases with --no-eager-from-twin: each derived eager peak "
+                             "against its own-process peak, to the byte")
     args = parser.parse_args(argv)
     load_registries([])  # the built-in scenarios' declarations
+    if args.reference:
+        return _print(reference_rows(load_run(args.run).records, load_run(args.reference).records),
+                      ("case", "source", "derived_bytes", "own_process_bytes", "diff_bytes"), args.markdown,
+                      "derived eager peaks (RUN) against the same cases in their own processes (--reference)")
     table = rows(load_run(args.run).records)
     if not table:
         print(f"{args.run}: no eager case with an eager block", file=sys.stderr)
         return 1
-    print("values: the eager case first, then each compiled twin (order of 'twins'); diff = twin - eager case;"
-          " first_call_diff: each process's eager first-call peak (the eager case's own first) - the eager case's peak")
-    if args.markdown:
-        print("| " + " | ".join(COLUMNS) + " |")
-        print("|" + "---|" * len(COLUMNS))
+    return _print(table, COLUMNS, args.markdown,
+                  "values: the eager case first, then each compiled twin (order of 'twins'); diff = twin - eager case;"
+                  " first_call_diff: each process's eager first-call peak plus its kept output (the eager case's own"
+                  " first) - the eager case's peak")
+
+
+def _print(table: list[dict[str, str]], columns: tuple[str, ...], markdown: bool, legend: str) -> int:
+    if not table:
+        print("no rows: no derived eager case with a reference, or no eager case", file=sys.stderr)
+        return 1
+    print(legend)
+    if markdown:
+        print("| " + " | ".join(columns) + " |")
+        print("|" + "---|" * len(columns))
         for row in table:
-            print("| " + " | ".join(row[c] for c in COLUMNS) + " |")
+            print("| " + " | ".join(row[c] for c in columns) + " |")
         return 0
-    widths = {c: max(len(c), *(len(r[c]) for r in table)) for c in COLUMNS}
-    print("  ".join(c.ljust(widths[c]) for c in COLUMNS))
+    widths = {c: max(len(c), *(len(r[c]) for r in table)) for c in columns}
+    print("  ".join(c.ljust(widths[c]) for c in columns))
     for row in table:
-        print("  ".join(row[c].ljust(widths[c]) for c in COLUMNS))
+        print("  ".join(row[c].ljust(widths[c]) for c in columns))
     return 0
 
 

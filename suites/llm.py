@@ -579,9 +579,9 @@ def decode(built: Built, wl: Any, compiler: CompilerConfig, ctx: WorkloadContext
     model, prompt, opts = built.model, built.extras["prompt"], built.extras["options"]
     max_len = opts["prompt_len"] + opts["new_tokens"]
     # one cache per variant, both prefilled eagerly from the same prompt: identical starting
-    # states. The compiled variant's at prepare (an eager case drops it again), or, with
-    # COMPILEBENCH_DEFER_COMPILED_STATE=1, after the eager first call (DeferredLoop), so that
-    # call's peak in a compiled case is the eager case's own (harness/model/scenarios.py)
+    # states. The compiled variant's after the eager first call (DeferredLoop), so that call's
+    # peak in a compiled case is the eager case's own (harness/model/scenarios.py), or, with
+    # COMPILEBENCH_DEFER_COMPILED_STATE=0, at prepare (an eager case drops it again)
     defer = defer_compiled_state()
     eager_cache, first_token, eager_step = static_decode_step(model, prompt, max_len)
     made = None if defer else static_decode_step(model, prompt, max_len)

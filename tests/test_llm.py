@@ -202,14 +202,14 @@ def recompile_rule_restored():
 
 
 def counted_decode_setup(monkeypatch, defer: bool):
-    """A tiny Llama and its decode context, COMPILEBENCH_DEFER_COMPILED_STATE set as asked, and
+    """A tiny Llama and its decode context, deferred (the default) or COMPILEBENCH_DEFER_COMPILED_STATE=0, and
     the list static_decode_step appends to each time a static cache is made."""
     from harness.model.scenarios import COMPILED_STATE_AFTER_FIRST_CALL_ENV
 
     if defer:
-        monkeypatch.setenv(COMPILED_STATE_AFTER_FIRST_CALL_ENV, "1")
+        monkeypatch.delenv(COMPILED_STATE_AFTER_FIRST_CALL_ENV, raising=False)  # the default
     else:
-        monkeypatch.delenv(COMPILED_STATE_AFTER_FIRST_CALL_ENV, raising=False)
+        monkeypatch.setenv(COMPILED_STATE_AFTER_FIRST_CALL_ENV, "0")
     made: list[int] = []
     real = llm.static_decode_step
     monkeypatch.setattr(llm, "static_decode_step", lambda *a: made.append(1) or real(*a))
@@ -224,8 +224,8 @@ def fake_compiler():
     return replace(get_compiler("inductor"), name="fake", backend="eager")
 
 
-def test_by_default_decode_builds_both_caches_at_prepare(monkeypatch, recompile_rule_restored):
-    """The default path, the one the H200 figures were checked on: both static caches at
+def test_switched_off_decode_builds_both_caches_at_prepare(monkeypatch, recompile_rule_restored):
+    """COMPILEBENCH_DEFER_COMPILED_STATE=0, the path before 2026-12-03: both static caches at
     prepare (an eager case drops the second), nothing deferred."""
     from compiler import get_compiler
 
@@ -239,7 +239,7 @@ def test_by_default_decode_builds_both_caches_at_prepare(monkeypatch, recompile_
 
 def test_deferred_decode_builds_the_compiled_variants_cache_only_after_the_eager_first_call(monkeypatch,
                                                                                          recompile_rule_restored):
-    """With COMPILEBENCH_DEFER_COMPILED_STATE=1 the compiled variant's static cache is made by
+    """By default the compiled variant's static cache is made by
     Prepared.build_compiled_state (the worker calls it after the eager first call's memory
     read) or at its own first call, never at prepare, so a compiled case's process holds the
     eager case's bytes until then (harness/run/twins.py derives decode's eager case from that
@@ -285,7 +285,7 @@ def live_tensor_bytes() -> int:
 def test_a_compiled_decode_case_holds_the_eager_cases_bytes_at_the_first_call_only_when_deferred(
         monkeypatch, recompile_rule_restored, defer):
     """The premise of deriving decode's eager case from the twin's eager first call: at that
-    call the compiled case's process holds what the eager case's holds. By default it holds
+    call the compiled case's process holds what the eager case's holds. Switched off it holds
     one static cache more (what the H200 showed: +83.4 MiB for Llama-3.1-8B); deferred, the
     same bytes, and the cache comes with build_compiled_state."""
     from compiler import get_compiler
@@ -393,3 +393,19 @@ def test_decode_has_no_recompiles_and_greedy_tokens_match_eager(llm_smoke_runs):
     assert m["tpot_s_p90"] >= m["tpot_s_median"] > 0 and m["eager_tpot_s_median"] > 0
     assert m["decode_tokens_per_s"] == pytest.approx(1 / m["tpot_s_median"])
     assert m["kv_cache_bytes_per_step"] > 0 and m["peak_bandwidth_bytes_s"] is None  # CPU: no roofline claimed
+
+
+def test_the_output_a_decode_case_keeps_from_its_first_call_is_one_logits_row_and_the_tokens(
+        monkeypatch, recompile_rule_restored):
+    """What the worker adds to a deferred twin's first-call peak (harness/run/twins.py): the
+    accuracy reference kept from the eager first call, a [batch, vocab] logits row and the
+    [batch, new_tokens] token ids, in allocator blocks (on the H200 exactly the 257,024 B by
+    which llama-3.1-8b decode's own-process peak exceeded that first call's)."""
+    from harness.measure.worker import _accuracy_output, held_output_bytes
+
+    built, c, _ = counted_decode_setup(monkeypatch, defer=True)
+    prepared = llm.decode(built, None, fake_compiler(), c)
+    kept = _accuracy_output(prepared, "eager", prepared.eager())
+    vocab = built.model.config.vocab_size
+    block = lambda n: -(-n // 512) * 512  # noqa: E731
+    assert held_output_bytes(kept, "cpu") == block(vocab * 4) + block(4 * 8)  # float32 logits, 4 int64 tokens

@@ -460,7 +460,7 @@ def test_the_eager_first_call_peak_is_read_before_any_compile_on_an_allocator(gp
     state = _first_call_state(device, clock, variant(device, clock, [12 * MiB]))
     worker.eager_first_call(state)
     assert state.record.metrics[worker.EAGER_FIRST_CALL_MEMORY_KEY] == {
-        "peak_bytes": 112 * MiB, "delta_bytes": 12 * MiB, "compiled_state_deferred": False}
+        "peak_bytes": 112 * MiB, "delta_bytes": 12 * MiB, "compiled_state_deferred": False, "held_output_bytes": 0}
     assert state.eager_first_s == pytest.approx(0.01)
 
 
@@ -481,9 +481,36 @@ def test_a_deferred_compiled_state_is_built_after_the_first_call_read_and_outsid
     state.prepared.build_compiled_state = build_cache
     worker.eager_first_call(state)
     assert state.record.metrics[worker.EAGER_FIRST_CALL_MEMORY_KEY] == {
-        "peak_bytes": 112 * MiB, "delta_bytes": 12 * MiB, "compiled_state_deferred": True}
+        "peak_bytes": 112 * MiB, "delta_bytes": 12 * MiB, "compiled_state_deferred": True, "held_output_bytes": 0}
     assert len(held) == 1 and device.in_use == 172 * MiB  # built, and alive for the compiled variant
     assert state.eager_first_s == pytest.approx(0.01)  # the build is not in the first call's time
+
+
+def test_the_first_call_read_counts_the_output_kept_for_the_accuracy_check(gpu, monkeypatch):
+    """What the worker keeps of the first call (the accuracy reference) is alive at every later
+    read and was not at this one: its allocator bytes go with the read, on the case's device only."""
+    import torch
+
+    device, clock = gpu
+    kept = {"logits": torch.zeros(1, 1000, dtype=torch.bfloat16), "tokens": torch.zeros(1, 4, dtype=torch.long)}
+    monkeypatch.setattr(worker, "_accuracy_output", lambda prepared, variant, out: kept)
+    monkeypatch.setattr(device, "type", "cpu")  # the kept tensors' device
+    state = _first_call_state(device, clock, variant(device, clock, [12 * MiB]))
+    worker.eager_first_call(state)
+    assert state.record.metrics[worker.EAGER_FIRST_CALL_MEMORY_KEY]["held_output_bytes"] == 2048 + 512
+
+
+def test_held_output_bytes_rounds_each_storage_once_to_the_allocators_block_and_skips_other_devices():
+    import torch
+
+    logits = torch.zeros(1, 128256, dtype=torch.bfloat16)  # llama-3.1-8b's [1, vocab] row: 256,512 B
+    tokens = torch.zeros(1, 64, dtype=torch.long)  # 512 B
+    nested = {"logits": logits, "views": [logits[:, :10], (tokens,)], "meta": torch.zeros(3, device="meta"),
+              "n": 3, "none": None}
+    assert worker.held_output_bytes(nested, "cpu") == 256512 + 512
+    assert worker.held_output_bytes(torch.zeros(3), "cpu") == 512  # 12 B take a whole block
+    assert worker.held_output_bytes(nested, "cuda") == 0
+    assert worker.held_output_bytes(torch.zeros(1, 256000, dtype=torch.bfloat16), "cpu") == 512000  # gemma's row
 
 
 def test_the_cpu_has_no_eager_first_call_read(monkeypatch):

@@ -165,8 +165,11 @@ def test_derived_record_is_the_twins_eager_block_under_the_eager_case():
                                          "ran_own_process": {}}
 
 
-def _with_first_call(record: Record, peak: int, delta: int) -> Record:
-    record.metrics["eager_first_call_memory"] = {"peak_bytes": peak, "delta_bytes": delta, "compiled_state_deferred": True}
+def _with_first_call(record: Record, peak: int, delta: int, held: int | None = 257_024) -> Record:
+    read = {"peak_bytes": peak, "delta_bytes": delta, "compiled_state_deferred": True}
+    if held is not None:
+        read["held_output_bytes"] = held
+    record.metrics["eager_first_call_memory"] = read
     return record
 
 
@@ -181,15 +184,20 @@ def test_a_stateful_scenario_with_its_compiled_state_deferred_derives_its_peak_f
     twin = _with_first_call(twin_record(twin_case), 14_990 << 20, 600 << 20)
     derived = p.take(eager_case, {twin_case.case_id: twin})
     assert derived is not None and p.fell_back == {}
-    assert derived.eager.peak_memory_bytes == 14_990 << 20 and derived.eager.peak_memory_delta_bytes == 600 << 20
+    # the first call's peak plus the output the worker kept from it; the rise as read
+    assert derived.eager.peak_memory_bytes == (14_990 << 20) + 257_024
+    assert derived.eager.peak_memory_delta_bytes == 600 << 20
     assert derived.eager.memory_source == "first_call" and derived.eager.samples_s == twin.eager.samples_s
     assert derived.metrics["eager_first_call_memory"] == twin.metrics["eager_first_call_memory"]
     assert "first_call_memory" not in derived.metrics
-    assert derived.notes[0].endswith("peak memory from that process's eager first call, before its compile")
+    assert derived.notes[0].endswith("peak memory from that process's eager first call, before its compile, plus the output kept from that call (held at every later read)")
     again = Record.from_dict(json.loads(json.dumps(derived.to_dict())))
-    assert again.eager.memory_source == "first_call" and again.eager.peak_memory_bytes == 14_990 << 20
+    assert again.eager.memory_source == "first_call" and again.eager.peak_memory_bytes == (14_990 << 20) + 257_024
     assert p.take(eager_case, {twin_case.case_id: twin_record(twin_case)}) is None  # no first-call read
     assert "has no eager first-call peak" in p.fell_back[eager_case.case_id]
+    # a worker from before the kept output was counted: its read is one output low, not used
+    no_held = _with_first_call(twin_record(twin_case), 14_990 << 20, 600 << 20, held=None)
+    assert p.take(eager_case, {twin_case.case_id: no_held}) is None
     built_first = twin_record(twin_case)
     built_first.metrics["eager_first_call_memory"] = {"peak_bytes": 1, "delta_bytes": 1, "compiled_state_deferred": False}
     assert p.take(eager_case, {twin_case.case_id: built_first}) is None
@@ -202,18 +210,19 @@ def test_a_deferred_compiled_state_needs_an_allocator_and_train_keeps_its_eager_
     assert set(gpu.sources) == {cases[0].case_id}
 
 
-def test_the_real_registry_defers_decode_only_when_switched_on_and_never_train(monkeypatch):
+def test_the_real_registry_defers_decode_unless_switched_off_and_never_train(monkeypatch):
     from harness.model.scenarios import COMPILED_STATE_AFTER_FIRST_CALL_ENV, compiled_state_after_first_call
 
     runner.load_registries([])
-    on = {COMPILED_STATE_AFTER_FIRST_CALL_ENV: "1"}
-    assert compiled_state_after_first_call("decode", on) and not compiled_state_after_first_call("decode", {})
-    assert not compiled_state_after_first_call("train", on) and not compiled_state_after_first_call("forward", on)
-    assert not compiled_state_after_first_call("my-user-scenario", on)
+    off = {COMPILED_STATE_AFTER_FIRST_CALL_ENV: "0"}
+    assert compiled_state_after_first_call("decode", {}) and not compiled_state_after_first_call("decode", off)
+    assert compiled_state_after_first_call("decode", {COMPILED_STATE_AFTER_FIRST_CALL_ENV: "1"})
+    assert not compiled_state_after_first_call("train", {}) and not compiled_state_after_first_call("forward", {})
+    assert not compiled_state_after_first_call("my-user-scenario", {})
     decode = [case("decode", "eager"), case("decode", "inductor")]
-    monkeypatch.delenv(COMPILED_STATE_AFTER_FIRST_CALL_ENV, raising=False)
+    monkeypatch.setenv(COMPILED_STATE_AFTER_FIRST_CALL_ENV, "0")
     assert twins.plan_twins(decode, memory_kind=lambda d: "device_allocator", env={}).sources == {}
-    monkeypatch.setenv(COMPILED_STATE_AFTER_FIRST_CALL_ENV, "1")
+    monkeypatch.delenv(COMPILED_STATE_AFTER_FIRST_CALL_ENV, raising=False)
     real = twins.plan_twins(decode, memory_kind=lambda d: "device_allocator", env={})
     assert real.first_call_peak == {decode[0].case_id}
 
@@ -519,7 +528,7 @@ def test_the_evidence_script_applies_the_runners_rule(monkeypatch):
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import eager_twins
 
-    monkeypatch.delenv(COMPILED_STATE_AFTER_FIRST_CALL_ENV, raising=False)
+    monkeypatch.setenv(COMPILED_STATE_AFTER_FIRST_CALL_ENV, "0")
 
     runner.load_registries([])
     records = [twin_record(c) for c in (case("forward", "eager"), case("forward", "inductor-regional"),
@@ -528,7 +537,7 @@ def test_the_evidence_script_applies_the_runners_rule(monkeypatch):
     rules = {row["case"]: row["rule"] for row in eager_twins.rows(records)}
     assert rules == {"w/forward": "keep: no twin (none, or only regional / in-place / freezing)", "w/prefill": "derive",
                      "w/decode": "keep: stateful"}
-    monkeypatch.setenv(COMPILED_STATE_AFTER_FIRST_CALL_ENV, "1")
+    monkeypatch.delenv(COMPILED_STATE_AFTER_FIRST_CALL_ENV)  # the default: deferred
     assert {row["case"]: row["rule"] for row in eager_twins.rows(records)}["w/decode"] == "derive: first-call peak"
     train = [twin_record(c) for c in (case("train", "eager"), case("train", "inductor"))]
     assert [row["rule"] for row in eager_twins.rows(train)] == ["keep: stateful"]

@@ -6,28 +6,29 @@
 #           OUT=$OUT WAIT_S=530 DIR=/tmp/cb-chain bash benchmarks/gpu/bench_gpu_bg.sh collect
 #   call 2..: OUT=$OUT WAIT_S=545 DIR=/tmp/cb-chain bash benchmarks/gpu/bench_gpu_bg.sh collect   (at once)
 #   last call: collect with a shorter WAIT_S, then `bench_gpu_bg.sh stop` (the cut run saves its cases)
-# STEPS, in order (default "decodeown bench hftrain"):
+# STEPS, in order (default "decodeown bench resume hftrain"):
 #   fvs     fork vs spawn, REPEAT processes each (fork_vs_spawn.sh; FVS_ARGS its `run` flags)
 #   bench   the newcomer's `tox -e bench-gpu` from a copy of the tree (bench_gpu_bg.sh TOX=1), timed;
-#           BENCH_DEFER (default 1) is its COMPILEBENCH_DEFER_COMPILED_STATE: the decode eager rows
-#           derived from the twins' first call, which decodeown's own-process figures then check
+#           BENCH_DEFER, when set, is its COMPILEBENCH_DEFER_COMPILED_STATE (unset: the default, the
+#           decode eager rows derived from the twins' first call, which decodeown's figures check:
+#           `python benchmarks/eager_twins.py BENCH.json --reference DECODEOWN.json`)
 #   decodeown  the `gpu` suite's decode eager cases in processes of their own (--no-eager-from-twin):
-#           the reference `defer`'s derived eager figures must match
-#   defer   the same decode cases with COMPILEBENCH_DEFER_COMPILED_STATE=1 (the eager case derived
-#           from the inductor twin's eager first call): against decodeown and bench, the check
-#           that turns the switch on by default (docs/RESULTS.md, Eager figures)
+#           the reference the derived decode eager figures must match to the byte
+#   defer   the same decode cases as run by default (the eager case derived from the inductor
+#           twin's eager first call), without the rest of the suite
 #   old     the cases OLD_ARGS names run by the old tree in OLD (default .old, e.g. `git archive
 #           7edde66`), OLD_S at most: the old-way side of an old-vs-new compare with `bench`
 #   resume  `run --resume` of every journal under RESUME_DIRS (cut runs of earlier sessions)
-#   hftrain the hf train steps from line HF_FROM of hf_train_order.txt on, K a run (ordered_chunks.sh)
+#   hftrain the hf train steps from line HF_FROM (default 25: after the eighth session's) of hf_train_order.txt on, K a run (ordered_chunks.sh)
 # Dry run on CPU: BENCH_RUN_CMD="python3 -m harness run --suite smoke -w mlp-classic --out /tmp/x/bench/results" \
 #   RUN_CMD="bash benchmarks/gpu/device_chain.sh" STEPS="bench resume hftrain" DEVICE=cpu EXTRA="--size tiny" HF_TO=17 RESUME_DIRS= DIR=/tmp/x bash $0
 set -uo pipefail
 DIR="${DIR:?}"
 SITE="${SITE:-/tmp/site}"
 PY="${PYTHON:-python3}"
-STEPS="${STEPS:-decodeown bench hftrain}"
-RESUME_DIRS="${RESUME_DIRS-}"  # e.g. a cut chunk of an earlier session (its runs/ holds the journal)
+STEPS="${STEPS:-decodeown bench resume hftrain}"
+# a cut chunk of an earlier session (its runs/ holds the journal); by default the eighth's hf train chunk
+RESUME_DIRS="${RESUME_DIRS-results/baselines/h200-2026-12-02b/hf-train/chunk-3}"
 mkdir -p "$DIR"
 [ -d "$SITE" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
   .whl/diffusers-*.whl .whl/ruptures-*.whl .whl/importlib_metadata-*.whl .whl/zipp-*.whl .whl/lazy_importer-*.whl \
@@ -42,7 +43,7 @@ step_fvs() {
 step_bench() {  # its own setsid run inside this one; collect waits for it (the suite: 12-13 min)
   # RUN_CMD is this chain's own command, inherited from bench_gpu_bg.sh: cleared, or it would
   # start the chain again (BENCH_RUN_CMD replaces the suite, for a dry run)
-  COMPILEBENCH_DEFER_COMPILED_STATE="${BENCH_DEFER:-1}" RUN_CMD="${BENCH_RUN_CMD:-}" DIR="$DIR/bench" TOX=1 \
+  env ${BENCH_DEFER:+COMPILEBENCH_DEFER_COMPILED_STATE=$BENCH_DEFER} RUN_CMD="${BENCH_RUN_CMD:-}" DIR="$DIR/bench" TOX=1 \
     bash benchmarks/gpu/bench_gpu_bg.sh start > "$DIR/bench.log" 2>&1
   DIR="$DIR/bench" WAIT_S="${BENCH_WAIT_S:-1500}" bash benchmarks/gpu/bench_gpu_bg.sh collect >> "$DIR/bench.log" 2>&1
 }
@@ -54,7 +55,7 @@ step_decodeown() {
 }
 
 step_defer() {
-  COMPILEBENCH_DEFER_COMPILED_STATE=1 PYTHONPATH="$SITE:$PWD" HF_HUB_OFFLINE=1 "$PY" -m harness run \
+  PYTHONPATH="$SITE:$PWD" HF_HUB_OFFLINE=1 "$PY" -m harness run \
     ${DEFER_ARGS:---suite gpu --device cuda -w llama-3.1-8b,gemma-2b --scenario decode} \
     --out "$DIR/defer" --no-ingest --label decode-deferred > "$DIR/defer.log" 2>&1
 }
@@ -83,7 +84,7 @@ step_resume() {
 
 step_hftrain() {  # the larger models' train steps take 2-9 min of worker wall: a 600 s case limit
   DIR="$DIR/hf-train" SITE="$SITE" SUITE=hf SCENARIO=train K="${K:-3}" CASE_TIMEOUT_S="${CASE_TIMEOUT_S:-600}" \
-    MODELS="$(grep -v '^#' benchmarks/gpu/hf_train_order.txt | sed -n "${HF_FROM:-16},${HF_TO:-\$}p")" \
+    MODELS="$(grep -v '^#' benchmarks/gpu/hf_train_order.txt | sed -n "${HF_FROM:-25},${HF_TO:-\$}p")" \
     bash benchmarks/gpu/ordered_chunks.sh > "$DIR/hf-train.log" 2>&1
 }
 

@@ -110,8 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-eager-from-twin", action="store_true",
                    help="run every `eager` case in its own process; by default, on a GPU, an eager case of a "
                         "stateless scenario (forward, prefill, unet_step, ...) whose compiled twin is planned takes "
-                        "the twin's eager figures instead (same process as the compiled ones; decode too with "
-                        "COMPILEBENCH_DEFER_COMPILED_STATE=1; docs/RESULTS.md)")
+                        "the twin's eager figures instead (same process as the compiled ones; decode too, its "
+                        "peak from the twin's eager first call, unless COMPILEBENCH_DEFER_COMPILED_STATE=0; "
+                        "docs/RESULTS.md)")
     add_diagnostic_options(p)
     add_output_options(p, "the finished run (the run file's content)")
     p.set_defaults(func=cmd_run)

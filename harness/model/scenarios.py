@@ -90,20 +90,22 @@ def compiled_holds_state(name: str) -> bool:
 # (`Prepared.build_compiled_state`: decode's second static KV cache), so that up to that call a
 # compiled case's process holds what the eager case's does and its eager first call's peak is
 # the eager case's own (harness/run/twins.py then derives the eager case from it). Built at
-# prepare, as by default, the compiled cache is in every read of the compiled case's eager peak
+# prepare (the switch at 0, the default until 2026-12-02), the compiled cache is in every read of the compiled case's eager peak
 # (H200, 2026-12-02: llama-3.1-8b decode +83.4 MiB, gemma-2b +10.1 MiB, one 576-token cache and
 # allocator slack, beside the eager case's own process, which drops the unused second cache).
-# Off until an H200 run shows the deferred path's figures unchanged: the derived eager peak
-# against the eager case's own, and the compiled decode cases' peaks against the default path's
-# (docs/RESULTS.md, Eager figures); COMPILED_STATE_AFTER_FIRST_CALL_ENV=1 turns it on.
+# On by default since the H200 run of 2026-12-02 (results/baselines/h200-2026-12-02b/): the
+# compiled decode cases' peaks equal the default path's to the byte, and the first-call peak
+# plus the kept output equals the eager case's own-process peak to the byte (docs/RESULTS.md,
+# Eager figures); COMPILED_STATE_AFTER_FIRST_CALL_ENV=0 builds both caches at prepare again.
 BUILTIN_COMPILED_STATE_AFTER_FIRST_CALL: frozenset[str] = frozenset({"decode"})
 COMPILED_STATE_AFTER_FIRST_CALL_ENV = "COMPILEBENCH_DEFER_COMPILED_STATE"
 
 
 def defer_compiled_state(env: Mapping[str, str] | None = None) -> bool:
-    """Whether scenarios that can defer their compiled state do (the env switch above); the
-    runner's plan and the worker's scenario read the same variable, which the worker inherits."""
-    return (os.environ if env is None else env).get(COMPILED_STATE_AFTER_FIRST_CALL_ENV) == "1"
+    """Whether scenarios that can defer their compiled state do (on unless the env switch
+    above is "0"); the runner's plan and the worker's scenario read the same variable, which
+    the worker inherits."""
+    return (os.environ if env is None else env).get(COMPILED_STATE_AFTER_FIRST_CALL_ENV, "1") != "0"
 
 
 def compiled_state_after_first_call(name: str, env: Mapping[str, str] | None = None) -> bool:

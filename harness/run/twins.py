@@ -19,7 +19,8 @@ workload and scenario. Where it does add something, the `eager` case keeps its o
   (decode's second static KV cache: `compiled_state_after_first_call`,
   `Prepared.build_compiled_state`): there the eager peak comes from the twin's eager first
   call (the worker's `eager_first_call_memory`, `compiled_state_deferred` true), when the two
-  processes still hold the same bytes; any later read in the twin includes that state;
+  processes still hold the same bytes, plus the first-call output the worker keeps, which the
+  eager case's own later reads hold; any later read in the twin includes that state;
 - with `--no-eager-from-twin` (`--shard` keeps a derived case in its twin's shard:
   harness/run/shard.py select_shard `attach`);
 - when the twin ends without a usable eager block (failed, crashed, timed out, skipped): the
@@ -230,20 +231,26 @@ def unusable(twin: Record | None, first_call_peak: bool = False) -> str | None:
     if eager.peak_memory_bytes is None:
         return "has no eager peak memory"
     if first_call_peak and _first_call_memory(twin) is None:
-        return ("has no eager first-call peak read before its compiled state was built (a worker from "
-                "before 2026-12-02, no allocator, or a scenario that built that state at prepare)")
+        return ("has no eager first-call peak read before its compiled state was built, with the bytes of "
+                "the output it keeps (a worker from before 2026-12-03, no allocator, or a scenario that built "
+                "that state at prepare)")
     return None
 
 
 def _first_call_memory(twin: Record) -> tuple[int, int] | None:
-    """The twin's eager first-call peak and its rise, when its worker read them."""
+    """The eager case's peak and rise as the twin's eager first call gives them, when its
+    worker read them: that call's peak plus the output the worker keeps from it, which every
+    later read holds and an eager case's own rounds therefore see (H200, 2026-12-02: the first
+    call alone read exactly that much lower, 257,024 B for llama-3.1-8b decode, 512,512 B for
+    gemma-2b: one [1, vocab] logits row and the token ids, docs/RESULTS.md Eager figures). The
+    rise is the first call's as it is: a later read's baseline holds that output too."""
     read = (twin.metrics or {}).get(EAGER_FIRST_CALL_MEMORY_KEY)
     if not isinstance(read, Mapping) or read.get("compiled_state_deferred") is not True:
         return None
-    peak, delta = read.get("peak_bytes"), read.get("delta_bytes")
-    if not isinstance(peak, int) or not isinstance(delta, int):
+    peak, delta, held = read.get("peak_bytes"), read.get("delta_bytes"), read.get("held_output_bytes")
+    if not all(isinstance(v, int) for v in (peak, delta, held)):
         return None
-    return peak, delta
+    return peak + held, delta
 
 
 def is_derived(record: Record) -> bool:
@@ -255,8 +262,8 @@ def derive(case: Case, twin: Record, wall_s: float = 0.0, first_call_peak: bool 
     """The eager case's record from its twin's: the twin's eager block and the figures the
     eager case reports (latency, throughput, the scenario's eager_* figures unprefixed, the
     process's machine probe and contention), the case's own identity, and where it came from.
-    With `first_call_peak` the block's peak memory is the twin's eager first call's
-    (`memory_source` "first_call"), read before its compile."""
+    With `first_call_peak` the block's peak memory is the twin's eager first call's, read
+    before its compile, plus the output kept from it (`memory_source` "first_call")."""
     eager = twin.eager
     assert eager is not None and eager.median
     if first_call_peak:
@@ -275,7 +282,8 @@ def derive(case: Case, twin: Record, wall_s: float = 0.0, first_call_peak: bool 
     note = (f"eager figures from {twin.case_id}: its eager block, measured interleaved with the compiled variant "
             "in that case's process; not run in a process of its own (docs/RESULTS.md, Eager figures)")
     if first_call_peak:
-        note += "; peak memory from that process's eager first call, before its compile"
+        note += ("; peak memory from that process's eager first call, before its compile, plus the output "
+                 "kept from that call (held at every later read)")
     notes = [note] + [n for n in twin.notes if not n.startswith(_COMPILED_NOTE_PREFIXES)]
     return Record(case=case, status="ok", eager=eager, compiled=None, metrics=metrics, notes=notes,
                   worker={"start": DERIVED_START, "from_case": twin.case_id, "wall_s": round(wall_s, 6)})
