@@ -80,6 +80,26 @@ def test_split_args_leaves_the_box_packages_to_the_box():
     assert dropped == ["torch>=2.6", "nvidia-cublas-cu12==12.4", "triton", "pytorch-triton-rocm", "cuda-bindings>=12"]
 
 
+@pytest.mark.parametrize("no_deps", [True, False])
+def test_the_projects_no_deps_install_skips_the_dry_run_and_the_torch_check(monkeypatch, no_deps):
+    """tox installs the project itself with --no-deps: pip can install nothing else, so the dry
+    run (an sdist's isolated build) and the `import torch` check are skipped; a deps install
+    keeps both."""
+    calls: list[str] = []
+    monkeypatch.setattr(host_torch, "ensure_linked", lambda: {"constraints": "c.txt", "torch_version": "x",
+                                                               "torch_file": "/box/torch/__init__.py"})
+    monkeypatch.setattr(host_torch, "would_install_host_packages", lambda *a: calls.append("dry-run") or [])
+    monkeypatch.setattr(host_torch, "check_torch", lambda state: calls.append("check"))
+    monkeypatch.setattr(host_torch, "pip", lambda *a, **k: calls.append("install " + " ".join(a))
+                        or subprocess.CompletedProcess(a, 0))
+    args = ["--force-reinstall", "--no-deps", "/x/compilebench-0.1.0-py3-none-any.whl"] if no_deps else ["numpy>=1.26"]
+    assert host_torch.install(args) == 0
+    if no_deps:
+        assert calls == ["install install -c c.txt --force-reinstall --no-deps /x/compilebench-0.1.0-py3-none-any.whl"]
+    else:
+        assert calls == ["dry-run", "install install -c c.txt numpy>=1.26", "check"]
+
+
 def test_no_python_with_torch_is_a_one_line_error_naming_the_fix(monkeypatch):
     monkeypatch.setenv("COMPILEBENCH_TORCH_PYTHON", sys.executable + "-does-not-exist")
     with pytest.raises(host_torch.HostTorchError, match="COMPILEBENCH_TORCH_PYTHON=.*cannot `import torch`"):
