@@ -6,7 +6,7 @@
 #           OUT=$OUT WAIT_S=530 DIR=/tmp/cb-chain bash benchmarks/gpu/bench_gpu_bg.sh collect
 #   call 2..: OUT=$OUT WAIT_S=545 DIR=/tmp/cb-chain bash benchmarks/gpu/bench_gpu_bg.sh collect   (at once)
 #   last call: collect with a shorter WAIT_S, then `bench_gpu_bg.sh stop` (the cut run saves its cases)
-# STEPS, in order (default "decodeown bench resume hftrain"):
+# STEPS, in order (default "decodeown bench timmfwd resume hftrain"):
 #   fvs     fork vs spawn, REPEAT processes each (fork_vs_spawn.sh; FVS_ARGS its `run` flags)
 #   bench   the newcomer's `tox -e bench-gpu` from a copy of the tree (bench_gpu_bg.sh TOX=1), timed;
 #           BENCH_DEFER, when set, is its COMPILEBENCH_DEFER_COMPILED_STATE (unset: the default, the
@@ -19,6 +19,8 @@
 #   old     the cases OLD_ARGS names run by the old tree in OLD (default .old, e.g. `git archive
 #           7edde66`), OLD_S at most: the old-way side of an old-vs-new compare with `bench`
 #   resume  `run --resume` of every journal under RESUME_DIRS (cut runs of earlier sessions)
+#   timmfwd the timm suite's forward cases at full size (eager, inductor), from line TIMM_FROM (default 1)
+#           of timm_forward_order.txt on, TIMM_K (default 4) a run (ordered_chunks.sh)
 #   hftrain the hf train steps from line HF_FROM (default 25: after the eighth session's) of hf_train_order.txt on, K a run (ordered_chunks.sh)
 # Dry run on CPU: BENCH_RUN_CMD="python3 -m harness run --suite smoke -w mlp-classic --out /tmp/x/bench/results" \
 #   RUN_CMD="bash benchmarks/gpu/device_chain.sh" STEPS="bench resume hftrain" DEVICE=cpu EXTRA="--size tiny" HF_TO=17 RESUME_DIRS= DIR=/tmp/x bash $0
@@ -26,7 +28,7 @@ set -uo pipefail
 DIR="${DIR:?}"
 SITE="${SITE:-/tmp/site}"
 PY="${PYTHON:-python3}"
-STEPS="${STEPS:-decodeown bench resume hftrain}"
+STEPS="${STEPS:-decodeown bench timmfwd resume hftrain}"
 # a cut chunk of an earlier session (its runs/ holds the journal); by default the eighth's hf train chunk
 RESUME_DIRS="${RESUME_DIRS-results/baselines/h200-2026-12-02b/hf-train/chunk-3}"
 mkdir -p "$DIR"
@@ -80,6 +82,12 @@ step_resume() {
       echo "{\"resume\": \"$src/$id\", \"rc\": $?}" >> "$DIR/resume.jsonl"
     done
   done
+}
+
+step_timmfwd() {  # timm at full size on the H200: 8 of 65 before the ninth session, ~33 s a model spawned
+  DIR="$DIR/timm-forward" SITE="$SITE" SUITE=timm SCENARIO=forward K="${TIMM_K:-4}" CASE_TIMEOUT_S="${CASE_TIMEOUT_S:-300}" \
+    MODELS="$(grep -v '^#' benchmarks/gpu/timm_forward_order.txt | sed -n "${TIMM_FROM:-1},${TIMM_TO:-\$}p")" \
+    bash benchmarks/gpu/ordered_chunks.sh > "$DIR/timm-forward.log" 2>&1
 }
 
 step_hftrain() {  # the larger models' train steps take 2-9 min of worker wall: a 600 s case limit
