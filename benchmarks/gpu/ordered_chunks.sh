@@ -7,7 +7,8 @@
 #   DIR=/tmp/cb-hftrain SUITE=hf SCENARIO=train MODELS="hf-PLBartForCausalLM hf-DistillGPT2 ..." K=3 \
 #     bash benchmarks/gpu/ordered_chunks.sh
 #
-# COMPILERS (default eager,inductor: the eager rows derived from the inductor processes),
+# COMPILERS (default eager,inductor: forward eager rows derived from the inductor processes, train
+# eager cases in processes of their own),
 # CASE_TIMEOUT_S (default 300), DEVICE (default cuda), EXTRA (more `run` flags), SITE: extra wheels' folder on PYTHONPATH (diffusers).
 set -uo pipefail
 : "${DIR:?set DIR to the folder for the chunks}" "${SUITE:?}" "${MODELS:?}"
