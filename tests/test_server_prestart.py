@@ -23,6 +23,10 @@ class FakePool:
         self.calls.append(list(wanted))
         return {"servers": len(wanted), "wall_s": 0.0}
 
+    def begin_all(self, wanted):
+        self.begun = list(wanted)
+        return len(wanted)
+
 
 def gpu_case(workload: str, compiler: str, scenario: str = "forward") -> Case:
     return Case(workload, scenario, compiler, "cuda", "bfloat16", 1, "tiny", "gpu")
@@ -52,6 +56,14 @@ def test_one_server_per_module_set_of_the_cases_that_start_a_process(fake_gpu, t
     assert [modules for _, _, modules in wanted] == [("torch", "mlp-deep"), ("torch", "gemma-2b")]
     python, env, _ = wanted[0]
     assert python == sys.executable and env["PYTHONPATH"].startswith(str(runner.PROJECT_ROOT))
+
+
+def test_begin_prestart_starts_the_servers_prestart_then_waits_for(fake_gpu, tmp_path):
+    cases = [gpu_case("mlp-deep", "inductor"), gpu_case("gemma-2b", "inductor")]
+    assert runner.begin_prestart(cases, runner.RunOptions(), {}, tmp_path) == 2
+    runner.prestart_servers(cases, runner.RunOptions(), {}, tmp_path)
+    assert fake_gpu.begun == fake_gpu.calls[0]
+    assert runner.begin_prestart([], runner.RunOptions(), {}, tmp_path) == 0  # nothing to start
 
 
 @pytest.mark.parametrize("why", ["gpus", "trace", "spawned", "cpu only", "nothing left"])
@@ -124,3 +136,36 @@ def test_a_closed_server_exits_without_the_interpreters_teardown(tmp_path):
     assert "tests.server_atexit_probe" in server.info["preloaded"]
     pool.close()
     assert server.proc.returncode == 0 and not mark.exists()
+
+
+def test_servers_begun_early_are_awaited_and_counted_by_start_all(tmp_path):
+    """begin_all starts a server without waiting for its imports; start_all then waits for it
+    too (the first case must not overlap an import) and counts it once."""
+    pool = forkserver.ServerPool(str(Path(__file__).resolve().parents[1]))
+    env = runner.worker_env(tmp_path / "cache")
+    wanted = [(sys.executable, env, ("torch",))]
+    try:
+        assert pool.begin_all(wanted) == 1 and pool.begin_all(wanted) == 0
+        (server,) = pool.servers.values()
+        assert not server.info  # not awaited yet
+        out = pool.start_all(wanted)
+        assert out["servers"] == 1 and server.info.get("ready") and server.broken is None
+        assert pool.start_all(wanted)["servers"] == 0
+    finally:
+        pool.close()
+
+
+def test_a_run_begins_its_gpu_servers_before_it_reads_the_environment(monkeypatch):
+    """The GPU servers import while the runner reads the environment (its own imports and the
+    CUDA query), inside the pool the case loop then uses."""
+    import harness.measure.environment as environment
+
+    events: list[str] = []
+    monkeypatch.setattr(runner, "begin_prestart", lambda *a, **k: events.append(f"begin {forkserver.open_pool() is not None}"))
+    monkeypatch.setattr(environment, "capture_environment", lambda devices: events.append("environment") or {})
+    monkeypatch.setattr(runner, "_planned_run",
+                        lambda *a: events.append(f"cases {forkserver.open_pool() is not None}") or "run")
+    runner.load_registries([])
+    opts = runner.RunOptions(suite="smoke", workloads=["mlp-classic"], scenarios=["forward"], compilers=["eager"])
+    assert runner._execute(opts, None, None) == "run"
+    assert events == ["begin True", "environment", "cases True"]

@@ -724,6 +724,7 @@ class ServerPool:
     def __init__(self, cwd: str) -> None:
         self.cwd = cwd
         self.servers: dict[Any, ForkServer] = {}
+        self.begun: set[Any] = set()  # started by begin_all, not yet awaited by start_all
         self.lock = threading.Lock()
 
     @staticmethod
@@ -743,24 +744,38 @@ class ServerPool:
         server.ready()
         return server
 
-    def start_all(self, wanted: Sequence[tuple[str, Mapping[str, str], Sequence[str]]]) -> dict[str, Any]:
+    def begin_all(self, wanted: Sequence[tuple[str, Mapping[str, str], Sequence[str]]]) -> int:
         """Start the servers that these (python, environment, modules) need and have none yet,
-        all at once, then wait until each has imported (no ISA probe: GPU cases' servers). The
-        imports then overlap one another and never a case: a `gpu` run's four servers, started
-        on first use, imported one after another for 24.9 s on an H200 (8.6 + 2.5 + 6.7 + 7.1 s,
-        2026-12-02), before cases that waited for each. Returns how many started and the wall
-        seconds until all were ready (config.worker_start.prestart)."""
-        begun = time.perf_counter()
-        started: list[ForkServer] = []
+        without waiting for their imports (start_all waits); returns how many started."""
         with self.lock:
+            started = 0
             for python, env, modules in wanted:
                 key = self.key(python, env, modules, settles_isa=False)
                 if key not in self.servers:
-                    server = self.servers[key] = ForkServer(python, env, self.cwd, None, modules)
-                    started.append(server)
-        for server in started:
+                    self.servers[key] = ForkServer(python, env, self.cwd, None, modules)
+                    self.begun.add(key)
+                    started += 1
+            return started
+
+    def start_all(self, wanted: Sequence[tuple[str, Mapping[str, str], Sequence[str]]]) -> dict[str, Any]:
+        """Start the servers that these (python, environment, modules) need and have none yet,
+        all at once, then wait until each of them has imported, those begun earlier by
+        begin_all too (no ISA probe: GPU cases' servers). The imports then overlap one another
+        and never a case: a `gpu` run's four servers, started on first use, imported one after
+        another for 24.9 s on an H200 (8.6 + 2.5 + 6.7 + 7.1 s, 2026-12-02), before cases that
+        waited for each. Returns how many this pool started for them (begin_all's included) and
+        the wall seconds this call waited until all were ready (config.worker_start.prestart)."""
+        waited_from = time.perf_counter()
+        self.begin_all(wanted)
+        with self.lock:
+            keys = list(dict.fromkeys(self.key(python, env, modules, settles_isa=False)
+                                      for python, env, modules in wanted))
+            servers = [self.servers[key] for key in keys]
+            started = sum(key in self.begun for key in keys)
+            self.begun.difference_update(keys)
+        for server in servers:
             server.ready()
-        return {"servers": len(started), "wall_s": round(time.perf_counter() - begun, 3)}
+        return {"servers": started, "wall_s": round(time.perf_counter() - waited_from, 3)}
 
     def close_python(self, python: str) -> int:
         """Close every server of `python` (an env a bisect will not measure again), so a long

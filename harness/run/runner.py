@@ -461,16 +461,37 @@ def _server_for(spec: WorkerSpec, python: str, env: dict[str, str], trace_dir: P
 def prestart_servers(cases: Sequence[Case], opts: RunOptions, policy: dict[str, Any], isa_cache: Path,
                      skip: Collection[str] = ()) -> dict[str, Any] | None:
     """Start, together, the preloaded servers the GPU cases of this run will fork from (cases
-    in `skip` start no process: journaled or derived), before the first case, so their
-    imports overlap one another and no case (ServerPool.start_all). None when there is
-    nothing to start here: no pool, --gpus (each GPU's environment differs), --trace (spawned),
-    GPU cases spawned (COMPILEBENCH_PRELOAD_GPU=0) or not runnable here. CPU servers still
-    start on first use: each settles the ISA probe once, in its own time."""
+    in `skip` start no process: journaled or derived), and wait for all of them before the
+    first case, so their imports overlap one another and no case (ServerPool.start_all; those
+    begun earlier by begin_prestart are awaited too). None when there is nothing to start here:
+    no pool, --gpus (each GPU's environment differs), --trace (spawned), GPU cases spawned
+    (COMPILEBENCH_PRELOAD_GPU=0) or not runnable here. CPU servers still start on first use:
+    each settles the ISA probe once, in its own time."""
+    pool, wanted = _prestart_wanted(cases, opts, policy, isa_cache, skip)
+    if pool is None or not wanted:
+        return None
+    with interruptible():  # seconds of imports: a stop signal must not wait for them
+        return pool.start_all(wanted)
+
+
+def begin_prestart(cases: Sequence[Case], opts: RunOptions, policy: dict[str, Any], isa_cache: Path,
+                   skip: Collection[str] = ()) -> int:
+    """Start the servers prestart_servers would, without waiting: the runner reads the
+    environment (its own torch, transformers and diffusers imports, the CUDA query) while
+    they import. Returns how many started."""
+    pool, wanted = _prestart_wanted(cases, opts, policy, isa_cache, skip)
+    return pool.begin_all(wanted) if pool is not None and wanted else 0
+
+
+def _prestart_wanted(cases: Sequence[Case], opts: RunOptions, policy: dict[str, Any], isa_cache: Path,
+                     skip: Collection[str]) -> tuple[Any, list[tuple[str, dict[str, str], tuple[str, ...]]]]:
+    """The open pool and the (python, environment, modules) of each server the GPU cases not
+    in `skip` fork from; (None, []) where prestarting does not apply (see prestart_servers)."""
     from harness.measure.devices import parse_device
 
     pool = open_pool()
     if pool is None or opts.gpus or opts.trace or not gpu_preload_enabled():
-        return None
+        return None, []
     python = opts.python or sys.executable
     env = worker_env(Path(tempfile.gettempdir()) / "cb-prestart")  # the per-case cache folder is not in the key
     wanted: dict[tuple[Any, ...], tuple[str, dict[str, str], tuple[str, ...]]] = {}
@@ -487,10 +508,12 @@ def prestart_servers(cases: Sequence[Case], opts: RunOptions, policy: dict[str, 
             continue
         modules = case_preload(spec)
         wanted.setdefault(modules, (python, env, modules))
-    if not wanted:
-        return None
-    with interruptible():  # seconds of imports: a stop signal must not wait for them
-        return pool.start_all(list(wanted.values()))
+    return pool, list(wanted.values())
+
+
+def _isa_cache() -> Path:
+    """Where CPU servers keep the settled ISA probe (and the spec names it for every case)."""
+    return default_cache_root() / "isa-probe"
 
 
 def _cache_leak(server: Any) -> dict[str, Any]:
@@ -593,7 +616,6 @@ def execute(opts: RunOptions, progress: ProgressFn | None = None, environment: d
 
 def _execute(opts: RunOptions, progress: ProgressFn | None, environment: dict[str, Any] | None) -> Run:
     from harness.measure.environment import capture_environment
-    from harness.run.journal import journal_header
 
     cases, suite_policy = plan_cases(opts)
     from harness.run.shard import apply_shard
@@ -613,7 +635,19 @@ def _execute(opts: RunOptions, progress: ProgressFn | None, environment: dict[st
     if opts.max_memory_gb is None and opts.suite:  # the suite's default CPU memory cap (hf-tiny, timm-tiny)
         opts = dataclasses.replace(opts, max_memory_gb=SUITES[opts.suite].max_memory_gb)
     devices = sorted({c.device for c in cases})
-    env = environment if environment is not None else capture_environment(devices)
+    with preloaded_workers(opts.preload):  # _run_cases's block shares this pool
+        # the GPU cases' servers import while the environment is read; the first case still
+        # waits for all of them (prestart_servers)
+        begin_prestart(cases, opts, policy, _isa_cache(), skip=plan_twins(cases, enabled=opts.eager_from_twin).sources)
+        env = environment if environment is not None else capture_environment(devices)
+        return _planned_run(cases, opts, policy, timeout, shard_info, env, progress)
+
+
+def _planned_run(cases: list[Case], opts: RunOptions, policy: dict[str, Any], timeout: float,
+                 shard_info: Any, env: dict[str, Any], progress: ProgressFn | None) -> Run:
+    """The run's record (id, configuration, environment), then its cases."""
+    from harness.run.journal import journal_header
+
     run_id = new_run_id(opts.label or opts.suite or "adhoc")
     config = {
         "suite": opts.suite,
@@ -696,7 +730,7 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
     run.config["eager_from_twin"] = twins.config()
     finished: dict[str, Record] = dict(done)  # the twins' records, journaled or run now
     policy, timeout = run.config["policy"], run.config["timeout_s"]
-    isa_cache = default_cache_root() / "isa-probe"
+    isa_cache = _isa_cache()
     started = time.monotonic()
     trace = trace_settings(opts.out_dir, run.run_id, opts.trace_max_mb) if opts.trace else None
 
