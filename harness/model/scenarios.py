@@ -91,8 +91,9 @@ def compiled_holds_state(name: str) -> bool:
 # compiled case's process holds what the eager case's does and its eager first call's peak is
 # the eager case's own (harness/run/twins.py then derives the eager case from it). Built at
 # prepare (the switch at 0, the default until 2026-12-02), the compiled cache is in every
-# read of the compiled case's eager peak (H200, 2026-12-02: llama-3.1-8b decode +83.4 MiB, gemma-2b +10.1 MiB, one 576-token cache and
-# allocator slack, beside the eager case's own process, which drops the unused second cache).
+# read of the compiled case's eager peak (H200, 2026-12-02: llama-3.1-8b decode +83.4 MiB,
+# gemma-2b +10.1 MiB, one 576-token cache and allocator slack, beside the eager case's own
+# process, which drops the unused second cache).
 # On by default since the H200 run of 2026-12-02 (results/baselines/h200-2026-12-02b/): the
 # compiled decode cases' peaks equal the default path's to the byte, and the first-call peak
 # plus the kept output equals the eager case's own-process peak to the byte (docs/RESULTS.md,
