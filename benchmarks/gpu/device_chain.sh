@@ -6,7 +6,8 @@
 #           OUT=$OUT WAIT_S=530 DIR=/tmp/cb-chain bash benchmarks/gpu/bench_gpu_bg.sh collect
 #   call 2..: OUT=$OUT WAIT_S=545 DIR=/tmp/cb-chain bash benchmarks/gpu/bench_gpu_bg.sh collect   (at once)
 #   last call: collect with a shorter WAIT_S, then `bench_gpu_bg.sh stop` (the cut run saves its cases)
-# STEPS, in order (default "decodeown bench timmfwd resume hftrain"):
+# STEPS, in order (default "resume timmfwd hftrain": the breadth left for issue 24; add "decodeown bench"
+# in front for another timing of `tox -e bench-gpu`, ~13.5 min of the session's 30):
 #   fvs     fork vs spawn, REPEAT processes each (fork_vs_spawn.sh; FVS_ARGS its `run` flags)
 #   bench   the newcomer's `tox -e bench-gpu` from a copy of the tree (bench_gpu_bg.sh TOX=1), timed;
 #           BENCH_DEFER, when set, is its COMPILEBENCH_DEFER_COMPILED_STATE (unset: the default, the
@@ -19,7 +20,8 @@
 #   old     the cases OLD_ARGS names run by the old tree in OLD (default .old, e.g. `git archive
 #           7edde66`), OLD_S at most: the old-way side of an old-vs-new compare with `bench`
 #   resume  `run --resume` of every journal under RESUME_DIRS (cut runs of earlier sessions)
-#   timmfwd the timm suite's forward cases at full size (eager, inductor), from line TIMM_FROM (default 1)
+#   timmfwd the timm suite's forward cases at full size (eager, inductor), from line TIMM_FROM (default 17:
+#           after the ninth session's 16, the last 4 of them in its cut chunk that `resume` finishes)
 #           of timm_forward_order.txt on, TIMM_K (default 4) a run (ordered_chunks.sh)
 #   hftrain the hf train steps from line HF_FROM (default 25: after the eighth session's) of hf_train_order.txt on, K a run (ordered_chunks.sh)
 # Dry run on CPU: BENCH_RUN_CMD="python3 -m harness run --suite smoke -w mlp-classic --out /tmp/x/bench/results" \
@@ -28,9 +30,10 @@ set -uo pipefail
 DIR="${DIR:?}"
 SITE="${SITE:-/tmp/site}"
 PY="${PYTHON:-python3}"
-STEPS="${STEPS:-decodeown bench timmfwd resume hftrain}"
-# a cut chunk of an earlier session (its runs/ holds the journal); by default the eighth's hf train chunk
-RESUME_DIRS="${RESUME_DIRS-results/baselines/h200-2026-12-02b/hf-train/chunk-3}"
+STEPS="${STEPS:-resume timmfwd hftrain}"
+# cut chunks of earlier sessions (each runs/ holds a journal); by default the eighth's hf train chunk
+# and the ninth's timm forward chunk 4 (lines 13-16 of timm_forward_order.txt, gmixer_24_224 done)
+RESUME_DIRS="${RESUME_DIRS-results/baselines/h200-2026-12-02b/hf-train/chunk-3 results/baselines/h200-2026-12-02c/timm-forward/chunk-4}"
 mkdir -p "$DIR"
 [ -d "$SITE" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
   .whl/diffusers-*.whl .whl/ruptures-*.whl .whl/importlib_metadata-*.whl .whl/zipp-*.whl .whl/lazy_importer-*.whl \
@@ -84,9 +87,9 @@ step_resume() {
   done
 }
 
-step_timmfwd() {  # timm at full size on the H200: 8 of 65 before the ninth session, ~33 s a model spawned
+step_timmfwd() {  # timm at full size on the H200: 20 of 65 after the ninth session, ~20 s a model forked
   DIR="$DIR/timm-forward" SITE="$SITE" SUITE=timm SCENARIO=forward K="${TIMM_K:-4}" CASE_TIMEOUT_S="${CASE_TIMEOUT_S:-300}" \
-    MODELS="$(grep -v '^#' benchmarks/gpu/timm_forward_order.txt | sed -n "${TIMM_FROM:-1},${TIMM_TO:-\$}p")" \
+    MODELS="$(grep -v '^#' benchmarks/gpu/timm_forward_order.txt | sed -n "${TIMM_FROM:-17},${TIMM_TO:-\$}p")" \
     bash benchmarks/gpu/ordered_chunks.sh > "$DIR/timm-forward.log" 2>&1
 }
 
