@@ -31,9 +31,10 @@ DIR="${DIR:?}"
 SITE="${SITE:-/tmp/site}"
 PY="${PYTHON:-python3}"
 STEPS="${STEPS:-resume timmfwd hftrain}"
-# cut chunks of earlier sessions (each runs/ holds a journal); by default the eighth's hf train chunk
-# and the ninth's timm forward chunk 4 (lines 13-16 of timm_forward_order.txt, gmixer_24_224 done)
-RESUME_DIRS="${RESUME_DIRS-results/baselines/h200-2026-12-02b/hf-train/chunk-3 results/baselines/h200-2026-12-02c/timm-forward/chunk-4}"
+# cut chunks of earlier sessions (each runs/ holds a journal), in turn; by default the ninth session's timm
+# forward chunk 4 (lines 13-16 of timm_forward_order.txt, gmixer_24_224 done; a few minutes), then the
+# eighth's hf train chunk 3 (gemma-2-2b and XLNetLMHeadModel train steps left)
+RESUME_DIRS="${RESUME_DIRS-results/baselines/h200-2026-12-02c/timm-forward/chunk-4 results/baselines/h200-2026-12-02b/hf-train/chunk-3}"
 mkdir -p "$DIR"
 [ -d "$SITE" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
   .whl/diffusers-*.whl .whl/ruptures-*.whl .whl/importlib_metadata-*.whl .whl/zipp-*.whl .whl/lazy_importer-*.whl \
