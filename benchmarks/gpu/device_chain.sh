@@ -20,9 +20,9 @@
 #   old     the cases OLD_ARGS names run by the old tree in OLD (default .old, e.g. `git archive
 #           7edde66`), OLD_S at most: the old-way side of an old-vs-new compare with `bench`
 #   resume  `run --resume` of every journal under RESUME_DIRS (cut runs of earlier sessions)
-#   timmfwd the timm suite's forward cases at full size (eager, inductor), from line TIMM_FROM (default 17:
-#           after the ninth session's 16, the last 4 of them in its cut chunk that `resume` finishes)
-#           of timm_forward_order.txt on, TIMM_K (default 4) a run (ordered_chunks.sh)
+#   timmfwd the timm suite's forward cases at full size (eager, inductor), from line TIMM_FROM of
+#           timm_forward_order.txt on, TIMM_K (default 4) a run (ordered_chunks.sh); TIMM_FROM defaults to 17,
+#           after the ninth session's 16 (the last 4 of them in its cut chunk, which `resume` finishes)
 #   hftrain the hf train steps from line HF_FROM (default 25: after the eighth session's) of hf_train_order.txt on, K a run (ordered_chunks.sh)
 # Dry run on CPU: BENCH_RUN_CMD="python3 -m harness run --suite smoke -w mlp-classic --out /tmp/x/bench/results" \
 #   RUN_CMD="bash benchmarks/gpu/device_chain.sh" STEPS="bench resume hftrain" DEVICE=cpu EXTRA="--size tiny" HF_TO=17 RESUME_DIRS= DIR=/tmp/x bash $0
@@ -88,7 +88,7 @@ step_resume() {
   done
 }
 
-step_timmfwd() {  # timm at full size on the H200: 20 of 65 after the ninth session, ~20 s a model forked
+step_timmfwd() {  # timm at full size on the H200: 20 of 65 after the ninth session (its 12, the cheapest: ~20 s a model)
   DIR="$DIR/timm-forward" SITE="$SITE" SUITE=timm SCENARIO=forward K="${TIMM_K:-4}" CASE_TIMEOUT_S="${CASE_TIMEOUT_S:-300}" \
     MODELS="$(grep -v '^#' benchmarks/gpu/timm_forward_order.txt | sed -n "${TIMM_FROM:-17},${TIMM_TO:-\$}p")" \
     bash benchmarks/gpu/ordered_chunks.sh > "$DIR/timm-forward.log" 2>&1
