@@ -102,9 +102,16 @@ def _cache_counts(record) -> dict[str, tuple[int, int]]:
     return {layer: (layers[layer]["hits"], layers[layer]["misses"]) for layer in ("fx_graph", "aot_autograd")}
 
 
+@pytest.fixture(scope="module")
+def forked_run(tmp_path_factory) -> runner.Run:
+    """One forked (preloaded) inductor case of mlp-classic, read by the two tests below that each
+    ran this very case on their own: they only read its record and run config."""
+    return _run(tmp_path_factory.mktemp("forked"), "forked")
+
+
 @pytest.mark.slow
-def test_a_forked_case_is_a_cold_compile_like_a_spawned_one(tmp_path):
-    forked = _run(tmp_path, "forked").records[0]
+def test_a_forked_case_is_a_cold_compile_like_a_spawned_one(tmp_path, forked_run):
+    forked = forked_run.records[0]
     spawned = _run(tmp_path, "spawned", preload=False).records[0]
     assert forked.status == spawned.status == "ok"
     assert forked.worker["start"] == "preloaded" and spawned.worker["start"] == "spawn"
@@ -128,8 +135,8 @@ def test_a_forked_case_is_a_cold_compile_like_a_spawned_one(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_run_file_says_which_path_each_case_took(tmp_path):
-    run = _run(tmp_path, "paths")
+def test_the_run_file_says_which_path_each_case_took(tmp_path, forked_run):
+    run = forked_run
     ws = run.config["worker_start"]
     assert ws["preload"] is True and ws["servers"] and "torch" in ws["servers"][0]["preloaded"]
     assert run.records[0].worker["start"] == "preloaded"
