@@ -21,8 +21,8 @@
 #           7edde66`), OLD_S at most: the old-way side of an old-vs-new compare with `bench`
 #   resume  `run --resume` of every journal under RESUME_DIRS (cut runs of earlier sessions)
 #   timmfwd the timm suite's forward cases at full size (eager, inductor), from line TIMM_FROM of
-#           timm_forward_order.txt on, TIMM_K (default 4) a run (ordered_chunks.sh); TIMM_FROM defaults to 17,
-#           after the ninth session's 16 (the last 4 of them in its cut chunk, which `resume` finishes)
+#           timm_forward_order.txt on, TIMM_K (default 4) a run (ordered_chunks.sh); TIMM_FROM defaults to 45,
+#           after the tenth session's 43 (line 44, twins_pcpvt_base, in its cut chunk, which `resume` finishes)
 #   hftrain the hf train steps from line HF_FROM (default 25: after the eighth session's) of hf_train_order.txt on, K a run (ordered_chunks.sh)
 # Dry run on CPU: BENCH_RUN_CMD="python3 -m harness run --suite smoke -w mlp-classic --out /tmp/x/bench/results" \
 #   RUN_CMD="bash benchmarks/gpu/device_chain.sh" STEPS="bench resume hftrain" DEVICE=cpu EXTRA="--size tiny" HF_TO=17 RESUME_DIRS= DIR=/tmp/x bash $0
@@ -31,10 +31,9 @@ DIR="${DIR:?}"
 SITE="${SITE:-/tmp/site}"
 PY="${PYTHON:-python3}"
 STEPS="${STEPS:-resume timmfwd hftrain}"
-# cut chunks of earlier sessions (each runs/ holds a journal), in turn; by default the ninth session's timm
-# forward chunk 4 (lines 13-16 of timm_forward_order.txt, gmixer_24_224 done; a few minutes), then the
-# eighth's hf train chunk 3 (gemma-2-2b and XLNetLMHeadModel train steps left)
-RESUME_DIRS="${RESUME_DIRS-results/baselines/h200-2026-12-02c/timm-forward/chunk-4 results/baselines/h200-2026-12-02b/hf-train/chunk-3}"
+# cut chunks of earlier sessions (each runs/ holds a journal), in turn; by default the tenth session's
+# timm forward chunk 6 (tinynet_a done, twins_pcpvt_base left; about a minute)
+RESUME_DIRS="${RESUME_DIRS-results/baselines/h200-2026-12-03b/timm-forward/chunk-6}"
 mkdir -p "$DIR"
 [ -d "$SITE" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
   .whl/diffusers-*.whl .whl/ruptures-*.whl .whl/importlib_metadata-*.whl .whl/zipp-*.whl .whl/lazy_importer-*.whl \
@@ -88,9 +87,9 @@ step_resume() {
   done
 }
 
-step_timmfwd() {  # timm at full size on the H200: 20 of 65 after the ninth session (its 12, the cheapest: ~20 s a model)
+step_timmfwd() {  # timm at full size on the H200: 51 of 65 after the tenth session (17-43 s a model forked, rising down the list)
   DIR="$DIR/timm-forward" SITE="$SITE" SUITE=timm SCENARIO=forward K="${TIMM_K:-4}" CASE_TIMEOUT_S="${CASE_TIMEOUT_S:-300}" \
-    MODELS="$(grep -v '^#' benchmarks/gpu/timm_forward_order.txt | sed -n "${TIMM_FROM:-17},${TIMM_TO:-\$}p")" \
+    MODELS="$(grep -v '^#' benchmarks/gpu/timm_forward_order.txt | sed -n "${TIMM_FROM:-45},${TIMM_TO:-\$}p")" \
     bash benchmarks/gpu/ordered_chunks.sh > "$DIR/timm-forward.log" 2>&1
 }
 
