@@ -155,8 +155,11 @@ def test_a_forked_child_maps_the_library_pages_its_parent_had(way):
     assert got["runs"] > 0 and got["mapped"] >= got["parent"] // 2, got
     # without the mapping the child holds a fraction of its parent's library pages ...
     assert got["before"] < got["parent"] * 0.8, got
-    # ... with it, all of them (a few pages of slack: the child's own reads of /proc add some)
-    assert abs(got["after"] - got["parent"]) <= max(got["parent"] * 0.02, 256 << 10), got
+    # ... with it, all of them; the child's own work after the fork (reading /proc, the pagemap
+    # walk's code) faults in a few more file pages of its own: seen 356 KiB over a 17 MiB parent
+    # on a busy 2-core box, so the slack above the parent is wider than below it
+    assert got["after"] >= got["parent"] - max(got["parent"] * 0.02, 256 << 10), got
+    assert got["after"] <= got["parent"] + max(got["parent"] * 0.05, 1 << 20), got
 
 
 def test_servers_are_kept_per_module_set_and_say_what_they_hold(tmp_path):
