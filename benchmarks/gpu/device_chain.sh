@@ -6,7 +6,7 @@
 #           OUT=$OUT WAIT_S=530 DIR=/tmp/cb-chain bash benchmarks/gpu/bench_gpu_bg.sh collect
 #   call 2..: OUT=$OUT WAIT_S=545 DIR=/tmp/cb-chain bash benchmarks/gpu/bench_gpu_bg.sh collect   (at once)
 #   last call: collect with a shorter WAIT_S, then `bench_gpu_bg.sh stop` (the cut run saves its cases)
-# STEPS, in order (default "resume timmfwd hftrain": the breadth left for issue 24; add "decodeown bench"
+# STEPS, in order (default "hftrain timmtrain": the breadth left for issue 24; add "decodeown bench"
 # in front for another timing of `tox -e bench-gpu`, ~13.5 min of the session's 30):
 #   fvs     fork vs spawn, REPEAT processes each (fork_vs_spawn.sh; FVS_ARGS its `run` flags)
 #   bench   the newcomer's `tox -e bench-gpu` from a copy of the tree (bench_gpu_bg.sh TOX=1), timed;
@@ -20,9 +20,11 @@
 #   old     the cases OLD_ARGS names run by the old tree in OLD (default .old, e.g. `git archive
 #           7edde66`), OLD_S at most: the old-way side of an old-vs-new compare with `bench`
 #   resume  `run --resume` of every journal under RESUME_DIRS (cut runs of earlier sessions)
-#   timmfwd the timm suite's forward cases at full size (eager, inductor), from line TIMM_FROM of
-#           timm_forward_order.txt on, TIMM_K (default 4) a run (ordered_chunks.sh); TIMM_FROM defaults to 45,
-#           after the tenth session's 43 (line 44, twins_pcpvt_base, in its cut chunk, which `resume` finishes)
+#   timmfwd the timm suite's forward cases at full size (eager, inductor), from line TIMM_FROM (default 1)
+#           to TIMM_TO of timm_forward_order.txt, TIMM_K (default 4) a run (ordered_chunks.sh); all 65 were
+#           measured by the eleventh session (results/baselines/h200-2026-12-03c/)
+#   timmtrain the timm suite's train steps, the same models in the same order and chunks (TIMM_FROM,
+#           TIMM_TO, TIMM_K); none measured on the H200 yet
 #   hftrain the hf train steps from line HF_FROM (default 25: after the eighth session's) of hf_train_order.txt on, K a run (ordered_chunks.sh)
 # Dry run on CPU: BENCH_RUN_CMD="python3 -m harness run --suite smoke -w mlp-classic --out /tmp/x/bench/results" \
 #   RUN_CMD="bash benchmarks/gpu/device_chain.sh" STEPS="bench resume hftrain" DEVICE=cpu EXTRA="--size tiny" HF_TO=17 RESUME_DIRS= DIR=/tmp/x bash $0
@@ -30,10 +32,9 @@ set -uo pipefail
 DIR="${DIR:?}"
 SITE="${SITE:-/tmp/site}"
 PY="${PYTHON:-python3}"
-STEPS="${STEPS:-resume timmfwd hftrain}"
-# cut chunks of earlier sessions (each runs/ holds a journal), in turn; by default the tenth session's
-# timm forward chunk 6 (tinynet_a done, twins_pcpvt_base left; about a minute)
-RESUME_DIRS="${RESUME_DIRS-results/baselines/h200-2026-12-03b/timm-forward/chunk-6}"
+STEPS="${STEPS:-hftrain timmtrain}"
+# cut chunks of earlier sessions (each runs/ holds a journal), in turn; none left by the eleventh session
+RESUME_DIRS="${RESUME_DIRS-}"
 mkdir -p "$DIR"
 [ -d "$SITE" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
   .whl/diffusers-*.whl .whl/ruptures-*.whl .whl/importlib_metadata-*.whl .whl/zipp-*.whl .whl/lazy_importer-*.whl \
@@ -87,10 +88,18 @@ step_resume() {
   done
 }
 
-step_timmfwd() {  # timm at full size on the H200: 51 of 65 after the tenth session (17-43 s a model forked, rising down the list)
+timm_models() {
+  grep -v '^#' benchmarks/gpu/timm_forward_order.txt | sed -n "${TIMM_FROM:-1},${TIMM_TO:-\$}p"
+}
+
+step_timmfwd() {  # timm at full size on the H200: all 65 by the eleventh session (17-63 s a model forked, rising down the list)
   DIR="$DIR/timm-forward" SITE="$SITE" SUITE=timm SCENARIO=forward K="${TIMM_K:-4}" CASE_TIMEOUT_S="${CASE_TIMEOUT_S:-300}" \
-    MODELS="$(grep -v '^#' benchmarks/gpu/timm_forward_order.txt | sed -n "${TIMM_FROM:-45},${TIMM_TO:-\$}p")" \
-    bash benchmarks/gpu/ordered_chunks.sh > "$DIR/timm-forward.log" 2>&1
+    MODELS="$(timm_models)" bash benchmarks/gpu/ordered_chunks.sh > "$DIR/timm-forward.log" 2>&1
+}
+
+step_timmtrain() {  # a backward graph to compile too: hf's forked train steps took about 2.1x their forward walls
+  DIR="$DIR/timm-train" SITE="$SITE" SUITE=timm SCENARIO=train K="${TIMM_K:-4}" CASE_TIMEOUT_S="${CASE_TIMEOUT_S:-600}" \
+    MODELS="$(timm_models)" bash benchmarks/gpu/ordered_chunks.sh > "$DIR/timm-train.log" 2>&1
 }
 
 step_hftrain() {  # the larger models' train steps take 2-9 min of worker wall: a 600 s case limit
