@@ -328,3 +328,18 @@ def test_coldstart_takes_out_like_every_command_and_keeps_workdir_hidden(tmp_pat
     sub = next(a for a in parser._actions if a.dest == "command").choices["coldstart"]
     text = sub.format_help()
     assert "--out DIR" in text and "--workdir" not in text
+
+
+@pytest.mark.parametrize("argv", [["expected", "check", "--file", "E.json", "R1", "R2"],
+                                  ["expected", "check", "R1", "--file", "E.json", "R2"],
+                                  ["expected", "check", "R1", "R2", "--file", "E.json"]])
+def test_run_files_may_follow_options_as_the_docs_write_them(argv):
+    """`expected check --file F RUN` once said "unrecognized arguments: RUN": argparse leaves a
+    `*` list empty when an option comes between the subcommand's words and the list."""
+    args = cli.build_parser().parse_args(argv)
+    assert (args.action, args.run, args.file) == ("check", ["R1", "R2"], "E.json")
+
+
+def test_a_stray_word_after_a_command_without_a_list_is_still_refused(capsys, tmp_path):
+    line = _refused(capsys, tmp_path, ["show", "latest", "stray"])
+    assert "unrecognized arguments: stray" in line, line

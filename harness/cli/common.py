@@ -123,6 +123,27 @@ def json_to_stdout(args: argparse.Namespace) -> bool:
     return getattr(args, "json", None) is True
 
 
+def _chosen_subparser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser | None:
+    command = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    return command.choices.get(getattr(parsed, command.dest, None) or "") if command else None
+
+
+def _take_trailing_positionals(parser: argparse.ArgumentParser, parsed: argparse.Namespace,
+                               extras: list[str]) -> list[str]:
+    """Plain words argparse left over go to the subcommand's list positional (nargs * or +).
+    argparse fills a `*` list with nothing when an option follows the word before it, so
+    `expected check --file F RUN` left RUN "unrecognized" while `expected check RUN --file F`
+    worked; intermixed parsing (what parse_intermixed_args does, which refuses subparsers)."""
+    chosen = _chosen_subparser(parser, parsed)
+    if chosen is None or not extras or any(word.startswith("-") for word in extras):
+        return extras
+    lists = [a for a in chosen._actions if not a.option_strings and a.nargs in ("*", "+")]
+    if len(lists) != 1:
+        return extras
+    setattr(parsed, lists[0].dest, list(getattr(parsed, lists[0].dest, None) or []) + extras)
+    return []
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with compilebench's conventions, for the top level and every subcommand alike:
     usage errors are one line and exit 2; `--help` ends with the exit-code table; `--debug`
@@ -141,10 +162,9 @@ class Parser(argparse.ArgumentParser):
         """Arguments no parser took are reported by the subcommand they followed, so the hint
         is `compilebench compare --help`, not the top level's."""
         parsed, extras = self.parse_known_args(args, namespace)
+        extras = _take_trailing_positionals(self, parsed, extras)
         if extras:
-            command = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
-            chosen = command.choices.get(getattr(parsed, command.dest, None) or "") if command else None
-            (chosen or self).error(f"unrecognized arguments: {' '.join(extras)}")
+            (_chosen_subparser(self, parsed) or self).error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed
 
     def error(self, message: str) -> None:  # type: ignore[override]
