@@ -333,7 +333,7 @@ def test_coldstart_takes_out_like_every_command_and_keeps_workdir_hidden(tmp_pat
 @pytest.mark.parametrize("argv", [["expected", "check", "--file", "E.json", "R1", "R2"],
                                   ["expected", "check", "R1", "--file", "E.json", "R2"],
                                   ["expected", "check", "R1", "R2", "--file", "E.json"]])
-def test_run_files_may_follow_options_as_the_docs_write_them(argv):
+def test_run_files_may_come_before_between_or_after_options(argv):
     """`expected check --file F RUN` once said "unrecognized arguments: RUN": argparse leaves a
     `*` list empty when an option comes between the subcommand's words and the list."""
     args = cli.build_parser().parse_args(argv)

@@ -133,7 +133,7 @@ def _take_trailing_positionals(parser: argparse.ArgumentParser, parsed: argparse
     """Plain words argparse left over go to the subcommand's list positional (nargs * or +).
     argparse fills a `*` list with nothing when an option follows the word before it, so
     `expected check --file F RUN` left RUN "unrecognized" while `expected check RUN --file F`
-    worked; intermixed parsing (what parse_intermixed_args does, which refuses subparsers)."""
+    worked. This is the intermixed parsing of parse_intermixed_args, which refuses subparsers."""
     chosen = _chosen_subparser(parser, parsed)
     if chosen is None or not extras or any(word.startswith("-") for word in extras):
         return extras
