@@ -343,3 +343,20 @@ def test_run_files_may_come_before_between_or_after_options(argv):
 def test_a_stray_word_after_a_command_without_a_list_is_still_refused(capsys, tmp_path):
     line = _refused(capsys, tmp_path, ["show", "latest", "stray"])
     assert "unrecognized arguments: stray" in line, line
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--suite", "smoke"],
+    ["ab", "--base-python", sys.executable, "--head-python", sys.executable, "-w", "mlp-classic"],
+    ["noise", "-w", "mlp-classic"],
+])
+def test_warmup_budget_is_taken_and_checked_wherever_cases_run(capsys, tmp_path, argv):
+    from harness.cli.common import policy_overrides
+
+    assert "--warmup-budget" in _refused(capsys, tmp_path, [*argv, "--warmup-budget", "-1"])
+    args = cli.build_parser().parse_args([*argv, "--warmup-budget", "0", "--warmup", "2"])
+    assert policy_overrides(args) == {"warmup_budget_s": 0.0, "warmup": 2}
+
+
+def test_resume_refuses_warm_up_options_it_takes_from_the_journal(capsys, tmp_path):
+    assert "drop --warmup-budget" in _refused(capsys, tmp_path, ["run", "--resume", "RUNID", "--warmup-budget", "1"])

@@ -521,3 +521,48 @@ def test_the_cpu_has_no_eager_first_call_read(monkeypatch):
     state = _first_call_state(device, clock, lambda: clock.advance(0.01))
     worker.eager_first_call(state)
     assert worker.EAGER_FIRST_CALL_MEMORY_KEY not in state.record.metrics
+
+
+@pytest.mark.parametrize(("warmup", "budget", "first_round_s", "floor", "rounds"), [
+    (3, 0.0, 5.0, 2, 3),    # no budget: the policy's rounds, however long
+    (3, 1.0, 0.3, 2, 3),    # short rounds: all of them fit
+    (3, 1.0, 0.6, 2, 2),    # two fit (ceil): the third is dropped
+    (3, 1.0, 3.4, 2, 2),    # a decode round: the fold's floor of 2 holds
+    (3, 1.0, 3.4, 1, 1),    # no fold: one round is enough
+    (5, 2.0, 0.5, 2, 4),
+    (1, 1.0, 9.0, 2, 1),    # never more than asked: the floor is capped by `warmup`
+    (0, 1.0, 9.0, 2, 0),
+])
+def test_warmup_rounds_fit_the_budget_between_the_floor_and_the_policy(warmup, budget, first_round_s, floor, rounds):
+    from harness.measure.timing import warmup_rounds
+
+    assert warmup_rounds(StopPolicy(warmup=warmup, warmup_budget_s=budget), first_round_s, floor) == rounds
+
+
+@pytest.mark.parametrize(("call_s", "rounds"), [(0.01, 3), (0.6, 2)])
+def test_a_warm_up_budget_drops_long_rounds_and_the_read_stays_on_the_last(gpu, call_s, rounds):
+    """With a budget, rounds of long calls stop at the fold's 2 and the peak is still read on
+    the last one made (its rise, 8 MiB, not the first call's 30); short calls keep all 3. Each
+    warm-up call's seconds are in the record."""
+    device, clock = gpu
+    rises = [30 * MiB, 8 * MiB, 8 * MiB, 5 * MiB]
+    state = case_state(device, clock, {"eager": variant(device, clock, rises, call_s),
+                                       "compiled": variant(device, clock, rises, call_s)}, warmup=3)
+    state.policy = replace(state.policy, warmup_budget_s=1.0)
+    worker.measure(state)
+    block = state.record.metrics[worker.WARMUP_KEY]
+    assert (block["rounds"], block["of"], block["budget_s"]) == (rounds, 3, 1.0)
+    assert block["calls_s"]["eager"] == [pytest.approx(call_s)] * rounds
+    assert state.round_peaks.reads == {"eager": 1, "compiled": 1}
+    worker.memory(state)
+    assert state.record.eager.memory_source == "rounds" and state.record.eager.peak_memory_delta_bytes == 8 * MiB
+
+
+def test_a_warm_up_budget_without_the_fold_may_leave_one_round():
+    clock = FakeClock()
+    calls: list[str] = []
+    state = case_state(CpuDevice(), clock, {"eager": lambda: (calls.append("eager"), clock.advance(2.0))},
+                       probe=False, warmup=3)
+    state.policy = replace(state.policy, warmup_budget_s=1.0)
+    assert worker._warm_up(state, None) is None
+    assert calls == ["eager"] and state.record.metrics[worker.WARMUP_KEY]["rounds"] == 1

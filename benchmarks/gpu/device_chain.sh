@@ -19,6 +19,8 @@
 #           twin's eager first call), without the rest of the suite
 #   old     the cases OLD_ARGS names run by the old tree in OLD (default .old, e.g. `git archive
 #           7edde66`), OLD_S at most: the old-way side of an old-vs-new compare with `bench`
+#   warmab  the decode compiled cases run with --warmup-budget 0 (3 warm-up rounds) and 1 (the gpu suite's: 2),
+#           alternating as WARMAB_ORDER says (default "0 1 0"; WARMAB_ARGS the cases): benchmarks/warmup_budget.py reads them
 #   resume  `run --resume` of every journal under RESUME_DIRS (cut runs of earlier sessions)
 #   timmfwd the timm suite's forward cases at full size (eager, inductor), from line TIMM_FROM (default 1)
 #           to TIMM_TO of timm_forward_order.txt, TIMM_K (default 4) a run (ordered_chunks.sh); all 65 were
@@ -72,6 +74,18 @@ step_old() {
   (cd "$old" && PYTHONPATH="$SITE:$old" HF_HUB_OFFLINE=1 timeout -s TERM "${OLD_S:-900}" "$PY" -m harness run \
     ${OLD_ARGS:---suite gpu --device cuda -w llama-3.1-8b,gemma-2b,sdxl-unet} \
     --out "$DIR/old" --no-ingest --label old-way) > "$DIR/old.log" 2>&1
+}
+
+step_warmab() {  # issue 25: the decode cases with the third warm-up round (budget 0) and without (1.0, the gpu suite's), alternating
+  local b rc i=0
+  for b in ${WARMAB_ORDER:-0 1 0}; do
+    i=$((i + 1))
+    PYTHONPATH="$SITE:$PWD" HF_HUB_OFFLINE=1 "$PY" -m harness run \
+      ${WARMAB_ARGS:---suite gpu --device cuda -w llama-3.1-8b,gemma-2b --scenario decode -c inductor,inductor-reduce-overhead} \
+      --warmup-budget "$b" --out "$DIR/warmab/$i-budget$b" --no-ingest --label "warmab-$i-budget$b" > "$DIR/warmab-$i.log" 2>&1
+    rc=$?
+    echo "{\"warmab\": $i, \"budget\": $b, \"rc\": $rc}" >> "$DIR/warmab.jsonl"
+  done
 }
 
 step_resume() {

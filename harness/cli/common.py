@@ -28,7 +28,8 @@ EXIT_CODES_HELP = ("exit codes: 0 ok; 1 a case failed or a regression was found;
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_HARNESS", "EXIT_INTERRUPTED", "EXIT_CODES_HELP", "CliError",
            "HarnessError", "UserError", "split_values", "batch_sizes", "Parser", "positive_seconds",
-           "non_negative_seconds", "positive_int", "non_negative_int", "positive_number", "OVERRIDE_WORKLOADS_HELP", "WARMUP_HELP", "add_output_options",
+           "non_negative_seconds", "positive_int", "non_negative_int", "positive_number", "OVERRIDE_WORKLOADS_HELP", "WARMUP_HELP", "WARMUP_BUDGET_HELP",
+           "add_policy_options", "policy_overrides", "add_output_options",
            "json_to_stdout", "json_targets", "FORMAT_HELP", "nothing_measured", "ALLOW_SKIPS_HELP"]
 
 ALLOW_SKIPS_HELP = ("exit 0, not 3, when everything was skipped (e.g. a GPU suite on a box without one, a "
@@ -38,6 +39,25 @@ FORMAT_HELP = ("how tables print: auto (default: a table on a terminal, plain al
                "log, never cut or wrapped), table, plain, markdown")
 
 WARMUP_HELP = "untimed calls per variant before sampling, >= 0"  # --warmup, everywhere cases are timed; + its default
+WARMUP_BUDGET_HELP = ("seconds of warm-up rounds: fewer than --warmup where the first round alone takes a large "
+                      "share of this, never below 2 where peak memory is read on the last; 0 = always --warmup "
+                      "(default: the suite's, else 0)")
+
+
+def add_policy_options(p: argparse.ArgumentParser, warmup_default: str = "the suite's, else 3") -> None:
+    """--min-time, --min-samples, --warmup and --warmup-budget: the stop policy's overrides,
+    the same wherever cases are timed (run, ab, envs); read back by policy_overrides."""
+    p.add_argument("--min-time", type=non_negative_seconds, help="minimum timed seconds per case (with --min-samples)")
+    p.add_argument("--min-samples", type=positive_int, help="minimum samples per variant, >= 1")
+    p.add_argument("--warmup", type=non_negative_int, help=f"{WARMUP_HELP} (default: {warmup_default})")
+    p.add_argument("--warmup-budget", type=non_negative_seconds, help=WARMUP_BUDGET_HELP)
+
+
+def policy_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The StopPolicy fields the command line sets (add_policy_options), by field name."""
+    fields = {"min_time": "min_time_s", "min_samples": "min_samples", "warmup": "warmup",
+              "warmup_budget": "warmup_budget_s"}
+    return {field: getattr(args, arg) for arg, field in fields.items() if getattr(args, arg, None) is not None}
 
 OVERRIDE_WORKLOADS_HELP = ("let a --workload-file replace a workload already registered under the same name (a "
                            "built-in): without it that is an error, since its numbers would go into the history "

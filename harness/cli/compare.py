@@ -22,10 +22,9 @@ from harness.cli.common import (
     OVERRIDE_WORKLOADS_HELP,
     CliError,
     add_output_options,
+    add_policy_options,
     json_targets,
     json_to_stdout,
-    non_negative_int,
-    non_negative_seconds,
     positive_int,
     positive_seconds,
 )
@@ -173,10 +172,7 @@ def selection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="workload option, e.g. new_tokens=16 (repeatable; as for `run`)")
     p.add_argument("--timeout", type=positive_seconds, help="seconds per case, > 0")
-    p.add_argument("--min-time", type=non_negative_seconds, help="minimum timed seconds per case")
-    p.add_argument("--min-samples", type=positive_int, help="minimum samples per variant, >= 1")
-    p.add_argument("--warmup", type=non_negative_int,
-                   help="untimed calls per variant before sampling, >= 0 (default: the suite's, else 3), as in run")
+    add_policy_options(p, warmup_default="the suite's, else 3; as in run")
     p.add_argument("--out", default="results", help="output folder")
     p.add_argument("--label", default="", help="label stored in the runs")
 
@@ -284,16 +280,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- ab / noise
 
 def run_options_from(args: argparse.Namespace):
-    from harness.cli.common import batch_sizes, split_values
+    from harness.cli.common import batch_sizes, policy_overrides, split_values
     from harness.run.runner import RunOptions, parse_option
 
-    policy = {}
-    if args.min_time is not None:
-        policy["min_time_s"] = args.min_time
-    if args.min_samples is not None:
-        policy["min_samples"] = args.min_samples
-    if args.warmup is not None:
-        policy["warmup"] = args.warmup
+    policy = policy_overrides(args)
     opts = RunOptions(suite=args.suite, workloads=split_values(args.workload), workload_files=args.workload_file,
                       scenarios=split_values(args.scenario), compilers=split_values(args.compiler), devices=split_values(args.device),
                       dtypes=split_values(args.dtype), batch_sizes=batch_sizes(split_values(args.batch_size)),

@@ -31,15 +31,16 @@ from harness.cli.common import (  # noqa: F401 - EXIT_* and CliError: the CLI's 
     EXIT_OK,
     EXIT_USAGE,
     OVERRIDE_WORKLOADS_HELP,
-    WARMUP_HELP,
     CliError,
     Parser,
     add_output_options,
+    add_policy_options,
     batch_sizes,
     json_to_stdout,
     non_negative_int,
     non_negative_seconds,
     nothing_measured,
+    policy_overrides,
     positive_int,
     positive_seconds,
     split_values,
@@ -89,9 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "overrides the suite's; see docs/LLM.md and docs/DIFFUSION.md)")
     p.add_argument("--timeout", type=positive_seconds,
                    help="seconds per case before its worker is killed, > 0 (default: the suite's, else 600)")
-    p.add_argument("--min-time", type=non_negative_seconds, help="minimum timed seconds per case (with --min-samples)")
-    p.add_argument("--min-samples", type=positive_int, help="minimum samples per variant, >= 1")
-    p.add_argument("--warmup", type=non_negative_int, help=f"{WARMUP_HELP} (default: the suite's, else 3)")
+    add_policy_options(p)
     p.add_argument("--out", default="results", help="output folder (run file in OUT/runs/, history in OUT/history.sqlite)")
     p.add_argument("--label", default="", help="free-text label stored in the run")
     p.add_argument("--no-ingest", action="store_true", help="do not add the run to OUT/history.sqlite")
@@ -129,21 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _policy_overrides(args: argparse.Namespace) -> dict:
-    policy = {}
-    if args.min_time is not None:
-        policy["min_time_s"] = args.min_time
-    if args.min_samples is not None:
-        policy["min_samples"] = args.min_samples
-    if args.warmup is not None:
-        policy["warmup"] = args.warmup
-    return policy
-
-
 # options that choose what to run: --resume takes them from the run's journal instead
 _SELECTION_OPTIONS = ("suite", "workload", "override_workloads", "scenario", "compiler", "device", "dtype",
-                      "batch_size", "size", "timeout", "min_time", "min_samples", "max_memory_gb", "label", "shard", "shard_costs", "trace",
-                      "trace_max_mb", "warm_compile", "no_eager_from_twin")
+                      "batch_size", "size", "timeout", "min_time", "min_samples", "warmup", "warmup_budget",
+                      "max_memory_gb", "label", "shard", "shard_costs", "trace", "trace_max_mb", "warm_compile",
+                      "no_eager_from_twin")
 
 
 def _check_run_args(args: argparse.Namespace) -> None:
@@ -194,7 +183,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         out_dir=args.out,
         label=args.label,
-        policy=_policy_overrides(args),
+        policy=policy_overrides(args),
         ingest=not args.no_ingest,
         max_memory_gb=args.max_memory_gb,
         shard=args.shard,

@@ -28,9 +28,24 @@ class StopPolicy:
     max_samples: int = 2000  # per variant
     max_time_s: float = 30.0  # wall-clock cap for the whole measurement
     target_sample_s: float = 0.0  # >0: batch fast calls so one sample lasts about this long
+    # >0: fewer warm-up rounds where one round is long (warmup_rounds): a 64-token decode call
+    # is itself 64 steady-state steps, and its third warm-up round cost 2-3 s of an H200 run
+    warmup_budget_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+def warmup_rounds(policy: StopPolicy, first_round_s: float, floor: int = 1) -> int:
+    """How many warm-up rounds to make, the first one (`first_round_s` seconds) made: the
+    policy's `warmup`, or, with a `warmup_budget_s`, as many as fit in that budget at the first
+    round's pace, never fewer than `floor` (the memory fold reads its peak on the last of at
+    least 2) nor more than `warmup`. Short calls keep every round; only rounds that each take
+    a sizeable share of the budget are dropped."""
+    if policy.warmup_budget_s <= 0 or policy.warmup <= 1:
+        return policy.warmup
+    fit = math.ceil(policy.warmup_budget_s / max(first_round_s, 1e-9))
+    return max(min(policy.warmup, fit), min(floor, policy.warmup))
 
 
 class HostTimer:

@@ -39,6 +39,7 @@ from harness.measure.timing import (
     measure_interleaved,
     minor_faults,
     process_cpu_s,
+    warmup_rounds,
 )
 from harness.model.jsonfile import json_safe
 from harness.model.payloads import ErrorInfo, Memory, Timing
@@ -662,17 +663,26 @@ def _round_memory(state: CaseState, refusal: str | None,
     return None, RoundsWindowPeak(state.device, clock=state.clock)
 
 
+WARMUP_KEY = "warmup"  # record.metrics: the warm-up rounds made and each call's seconds
+
+
 def _warm_up(state: CaseState, peaks: RoundPeaks | None) -> str | None:
-    """The policy's untimed warm-up rounds of every variant. With `peaks` (an allocator
-    device), the last round is read: the `gc.collect()` memory_pass made, then each variant's
-    call between a peak reset and a read (a reset and read around every timed sample, ~230 us
-    of host work, slowed the samples of a deep MLP on an H200 +8-30%,
-    benchmarks/probe_between_rounds.py). Returns why the read is void (a frame compiled in
-    that round or the one before: the read call may be a graph's first run or its CUDA-graph
-    recording, see MIN_FOLD_WARMUP), else None."""
-    rounds = state.policy.warmup
+    """The policy's untimed warm-up rounds of every variant: `warmup` of them, or fewer where
+    the first round alone takes a sizeable share of `warmup_budget_s` (timing.warmup_rounds),
+    each call's seconds, device synchronised, kept in the record (WARMUP_KEY) so a reader can
+    see the calls settle. With `peaks` (an allocator device), the last round is read: the
+    `gc.collect()` memory_pass made, then each variant's call between a peak reset and a read
+    (a reset and read around every timed sample, ~230 us of host work, slowed the samples of a
+    deep MLP on an H200 +8-30%, benchmarks/probe_between_rounds.py); such a run keeps at least
+    MIN_FOLD_WARMUP rounds. Returns why the read is void (a frame compiled in that round or the
+    one before: the read call may be a graph's first run or its CUDA-graph recording, see
+    MIN_FOLD_WARMUP), else None."""
+    policy = state.policy
+    rounds = policy.warmup
+    calls_s: dict[str, list[float]] = {name: [] for name in state.variants}
     compiled_before: list[int] = []
-    for i in range(rounds):
+    i = 0
+    while i < rounds:
         read = peaks is not None and i == rounds - 1
         if read:
             start = state.clock()
@@ -683,9 +693,18 @@ def _warm_up(state: CaseState, peaks: RoundPeaks | None) -> str | None:
         for name, fn in state.variants.items():
             if read:
                 peaks.before(name)
+            start = state.clock()
             fn()
+            state.device.synchronize()
+            calls_s[name].append((state.clock() - start) / 1e9)
             if read:
                 peaks.after(name)
+        if i == 0:  # the rounds the budget allows, known before the one that is read
+            first = sum(seconds[0] for seconds in calls_s.values())
+            rounds = warmup_rounds(policy, first, MIN_FOLD_WARMUP if peaks is not None else 1)
+        i += 1
+    state.record.metrics[WARMUP_KEY] = {"rounds": rounds, "of": policy.warmup, "budget_s": policy.warmup_budget_s,
+                                        "calls_s": {name: [round(v, 6) for v in vs] for name, vs in calls_s.items()}}
     if peaks is None or rounds < MIN_FOLD_WARMUP:
         return None
     new = _compiled_frames() - compiled_before[-2]
