@@ -50,7 +50,7 @@ def add_policy_options(p: argparse.ArgumentParser, warmup_default: str = "the su
     p.add_argument("--min-time", type=non_negative_seconds, help="minimum timed seconds per case (with --min-samples)")
     p.add_argument("--min-samples", type=positive_int, help="minimum samples per variant, >= 1")
     p.add_argument("--warmup", type=non_negative_int, help=f"{WARMUP_HELP} (default: {warmup_default})")
-    p.add_argument("--warmup-budget", type=non_negative_seconds, help=WARMUP_BUDGET_HELP)
+    p.add_argument("--warmup-budget", type=non_negative_seconds, metavar="SECONDS", help=WARMUP_BUDGET_HELP)
 
 
 def policy_overrides(args: argparse.Namespace) -> dict[str, Any]:

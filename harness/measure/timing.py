@@ -111,8 +111,9 @@ def measure_interleaved(
     before_sample: Callable[[str], None] | None = None,
     after_sample: Callable[[str], None] | None = None,
 ) -> dict[str, list[float]]:
-    """Return raw per-call seconds per variant. Order alternates every round (ABBA...) so
-    neither variant always runs right after the other. `after_round(seconds timed in the
+    """Return raw per-call seconds per variant, after `policy.warmup` untimed rounds (the
+    worker makes its own warm-up, with `warmup_budget_s`, and passes warmup=0 here). Order
+    alternates every round (ABBA...) so neither variant always runs right after the other. `after_round(seconds timed in the
     round)` runs between rounds, outside every timed region; the worker passes none: work
     between rounds, even the old probe schedule's per-round budget check, slowed the next
     samples of tiny CPU cases (benchmarks/probe_between_rounds.py), so its probe samples
