@@ -28,8 +28,8 @@ EXIT_CODES_HELP = ("exit codes: 0 ok; 1 a case failed or a regression was found;
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_HARNESS", "EXIT_INTERRUPTED", "EXIT_CODES_HELP", "CliError",
            "HarnessError", "UserError", "split_values", "batch_sizes", "Parser", "positive_seconds",
-           "non_negative_seconds", "positive_int", "non_negative_int", "positive_number", "OVERRIDE_WORKLOADS_HELP", "WARMUP_HELP", "WARMUP_BUDGET_HELP",
-           "add_policy_options", "policy_overrides", "add_output_options",
+           "non_negative_seconds", "positive_int", "non_negative_int", "positive_number", "OVERRIDE_WORKLOADS_HELP",
+           "WARMUP_HELP", "WARMUP_BUDGET_HELP", "add_policy_options", "policy_overrides", "add_output_options",
            "json_to_stdout", "json_targets", "FORMAT_HELP", "nothing_measured", "ALLOW_SKIPS_HELP"]
 
 ALLOW_SKIPS_HELP = ("exit 0, not 3, when everything was skipped (e.g. a GPU suite on a box without one, a "

@@ -113,11 +113,11 @@ def measure_interleaved(
 ) -> dict[str, list[float]]:
     """Return raw per-call seconds per variant, after `policy.warmup` untimed rounds (the
     worker makes its own warm-up, with `warmup_budget_s`, and passes warmup=0 here). Order
-    alternates every round (ABBA...) so neither variant always runs right after the other. `after_round(seconds timed in the
-    round)` runs between rounds, outside every timed region; the worker passes none: work
-    between rounds, even the old probe schedule's per-round budget check, slowed the next
-    samples of tiny CPU cases (benchmarks/probe_between_rounds.py), so its probe samples
-    before and after the rounds.
+    alternates every round (ABBA...) so neither variant always runs right after the other.
+    `after_round(seconds timed in the round)` runs between rounds, outside every timed
+    region; the worker passes none: work between rounds, even the old probe schedule's
+    per-round budget check, slowed the next samples of tiny CPU cases
+    (benchmarks/probe_between_rounds.py), so its probe samples before and after the rounds.
     `cpu_samples`, when given, receives each sample's process CPU seconds from timers that
     report them (`last_cpu_s`), index-aligned with the wall samples.
     `before_sample(variant)` and `after_sample(variant)` run right before and right after
