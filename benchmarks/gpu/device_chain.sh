@@ -6,7 +6,7 @@
 #           OUT=$OUT WAIT_S=530 DIR=/tmp/cb-chain bash benchmarks/gpu/bench_gpu_bg.sh collect
 #   call 2..: OUT=$OUT WAIT_S=545 DIR=/tmp/cb-chain bash benchmarks/gpu/bench_gpu_bg.sh collect   (at once)
 #   last call: collect with a shorter WAIT_S, then `bench_gpu_bg.sh stop` (the cut run saves its cases)
-# STEPS, in order (default "hftrain timmtrain": the breadth left for issue 24; add "decodeown bench"
+# STEPS, in order (default "resume hftrain timmtrain": the breadth left for issue 24, the cut chunk first; add "decodeown bench"
 # in front for another timing of `tox -e bench-gpu`, ~13.5 min of the session's 30):
 #   fvs     fork vs spawn, REPEAT processes each (fork_vs_spawn.sh; FVS_ARGS its `run` flags)
 #   bench   the newcomer's `tox -e bench-gpu` from a copy of the tree (bench_gpu_bg.sh TOX=1), timed;
@@ -27,16 +27,17 @@
 #           measured by the eleventh session (results/baselines/h200-2026-12-03c/)
 #   timmtrain the timm suite's train steps, the same models in the same order and chunks (TIMM_FROM,
 #           TIMM_TO, TIMM_K); none measured on the H200 yet
-#   hftrain the hf train steps from line HF_FROM (default 25: after the eighth session's) of hf_train_order.txt on, K a run (ordered_chunks.sh)
+#   hftrain the hf train steps from line HF_FROM (default 31: after the thirteenth session's) of hf_train_order.txt on, K a run
+#           (ordered_chunks.sh), CASE_TIMEOUT_S (default 900) a case
 # Dry run on CPU: BENCH_RUN_CMD="python3 -m harness run --suite smoke -w mlp-classic --out /tmp/x/bench/results" \
-#   RUN_CMD="bash benchmarks/gpu/device_chain.sh" STEPS="bench resume hftrain" DEVICE=cpu EXTRA="--size tiny" HF_TO=17 RESUME_DIRS= DIR=/tmp/x bash $0
+#   RUN_CMD="bash benchmarks/gpu/device_chain.sh" STEPS="bench resume hftrain" DEVICE=cpu EXTRA="--size tiny" HF_FROM=16 HF_TO=17 RESUME_DIRS= DIR=/tmp/x bash $0
 set -uo pipefail
 DIR="${DIR:?}"
 SITE="${SITE:-/tmp/site}"
 PY="${PYTHON:-python3}"
-STEPS="${STEPS:-hftrain timmtrain}"
-# cut chunks of earlier sessions (each runs/ holds a journal), in turn; none left by the eleventh session
-RESUME_DIRS="${RESUME_DIRS-}"
+STEPS="${STEPS:-resume hftrain timmtrain}"
+# cut chunks of earlier sessions (each runs/ holds a journal), in turn: the thirteenth session's (Qwen3-0.6B train)
+RESUME_DIRS="${RESUME_DIRS-results/baselines/h200-2026-12-03e/hf-train/chunk-2}"
 mkdir -p "$DIR"
 [ -d "$SITE" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
   .whl/diffusers-*.whl .whl/ruptures-*.whl .whl/importlib_metadata-*.whl .whl/zipp-*.whl .whl/lazy_importer-*.whl \
@@ -116,9 +117,9 @@ step_timmtrain() {  # a backward graph to compile too: hf's forked train steps t
     MODELS="$(timm_models)" bash benchmarks/gpu/ordered_chunks.sh > "$DIR/timm-train.log" 2>&1
 }
 
-step_hftrain() {  # the larger models' train steps take 2-9 min of worker wall: a 600 s case limit
-  DIR="$DIR/hf-train" SITE="$SITE" SUITE=hf SCENARIO=train K="${K:-3}" CASE_TIMEOUT_S="${CASE_TIMEOUT_S:-600}" \
-    MODELS="$(grep -v '^#' benchmarks/gpu/hf_train_order.txt | sed -n "${HF_FROM:-25},${HF_TO:-\$}p")" \
+step_hftrain() {  # the larger models' train steps take 1-10 min of worker wall (MobileBert's: 590 s): a 900 s case limit
+  DIR="$DIR/hf-train" SITE="$SITE" SUITE=hf SCENARIO=train K="${K:-3}" CASE_TIMEOUT_S="${CASE_TIMEOUT_S:-900}" \
+    MODELS="$(grep -v '^#' benchmarks/gpu/hf_train_order.txt | sed -n "${HF_FROM:-31},${HF_TO:-\$}p")" \
     bash benchmarks/gpu/ordered_chunks.sh > "$DIR/hf-train.log" 2>&1
 }
 
