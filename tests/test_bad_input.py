@@ -349,6 +349,8 @@ def test_a_stray_word_after_a_command_without_a_list_is_still_refused(capsys, tm
     ["run", "--suite", "smoke"],
     ["ab", "--base-python", sys.executable, "--head-python", sys.executable, "-w", "mlp-classic"],
     ["noise", "-w", "mlp-classic"],
+    ["versions", "--env", "a=python", "-w", "mlp-classic"],
+    ["bisect", "--metric", "latency", "--env", "a=python", "--env", "b=python", "-w", "mlp-classic"],
 ])
 def test_warmup_budget_is_taken_and_checked_wherever_cases_run(capsys, tmp_path, argv):
     from harness.cli.common import policy_overrides
@@ -358,5 +360,10 @@ def test_warmup_budget_is_taken_and_checked_wherever_cases_run(capsys, tmp_path,
     assert policy_overrides(args) == {"warmup_budget_s": 0.0, "warmup": 2}
 
 
-def test_resume_refuses_warm_up_options_it_takes_from_the_journal(capsys, tmp_path):
-    assert "drop --warmup-budget" in _refused(capsys, tmp_path, ["run", "--resume", "RUNID", "--warmup-budget", "1"])
+@pytest.mark.parametrize("command", ["run", "ab", "noise"])
+@pytest.mark.parametrize("option", [["--warmup-budget", "1"], ["--warmup-budget", "0"], ["--warmup", "0"],
+                                    ["--warmup", "2"]])
+def test_resume_refuses_warm_up_options_it_takes_from_the_journal(capsys, tmp_path, command, option):
+    """0 is a choice too (`--warmup-budget 0`: always --warmup rounds), not an option left out."""
+    line = _refused(capsys, tmp_path, [command, "--resume", "RUNID", *option])
+    assert f"drop {option[0]}" in line, line

@@ -30,7 +30,8 @@ __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_HARNESS", "EXIT_INTERRU
            "HarnessError", "UserError", "split_values", "batch_sizes", "Parser", "positive_seconds",
            "non_negative_seconds", "positive_int", "non_negative_int", "positive_number", "OVERRIDE_WORKLOADS_HELP",
            "WARMUP_HELP", "WARMUP_BUDGET_HELP", "add_policy_options", "policy_overrides", "add_output_options",
-           "json_to_stdout", "json_targets", "FORMAT_HELP", "nothing_measured", "ALLOW_SKIPS_HELP"]
+           "json_to_stdout", "json_targets", "FORMAT_HELP", "nothing_measured", "ALLOW_SKIPS_HELP",
+           "given_options", "refuse_session_options"]
 
 ALLOW_SKIPS_HELP = ("exit 0, not 3, when everything was skipped (e.g. a GPU suite on a box without one, a "
                     "feature this torch lacks): by default a command that measured nothing fails the CI job")
@@ -66,6 +67,21 @@ OVERRIDE_WORKLOADS_HELP = ("let a --workload-file replace a workload already reg
 
 class CliError(UserError):
     """A user mistake found by the CLI itself."""
+
+
+def given_options(args: argparse.Namespace, options: Sequence[str]) -> list[str]:
+    """The `options` the command line set. Left out means None, False or an empty list or string;
+    a 0 was given (`--warmup 0` is a choice), which a truthiness test would drop."""
+    def left_out(value: Any) -> bool:
+        return value is None or value is False or (isinstance(value, (list, tuple, str)) and not value)
+    return [o for o in options if not left_out(getattr(args, o, None))]
+
+
+def refuse_session_options(args: argparse.Namespace, options: Sequence[str], why: str) -> None:
+    """--resume takes what the session fixed from its journal: any of `options` given too is an error."""
+    given = given_options(args, options)
+    if given:
+        raise CliError(f"{why}; drop {', '.join('--' + o.replace('_', '-') for o in given)}")
 
 
 def split_values(values: Sequence[str] | None) -> list[str]:

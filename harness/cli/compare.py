@@ -27,6 +27,7 @@ from harness.cli.common import (
     json_to_stdout,
     positive_int,
     positive_seconds,
+    refuse_session_options,
 )
 from harness.model.schema import Run, RunFileError
 
@@ -339,15 +340,8 @@ DEFAULT_AB_ROUNDS = 8
 # what the session itself fixed: --resume takes these from its journal
 _AB_SESSION_OPTIONS = ("base_python", "head_python", "env", "base_env", "head_env", "rounds", "adaptive", "suite",
                        "workload", "workload_file", "override_workloads", "scenario", "compiler", "device", "dtype",
-                       "batch_size", "size", "option", "timeout", "min_time", "min_samples", "warmup", "label",
-                       "trace", "trace_max_mb", "warm_compile", "no_preload")
-
-
-def refuse_session_options(args: argparse.Namespace, options: Sequence[str], why: str) -> None:
-    """--resume takes what the session fixed from its journal: any of `options` given too is an error."""
-    given = [o for o in options if getattr(args, o, None) not in (None, False, [], "")]
-    if given:
-        raise CliError(f"{why}; drop {', '.join('--' + o.replace('_', '-') for o in given)}")
+                       "batch_size", "size", "option", "timeout", "min_time", "min_samples", "warmup", "warmup_budget",
+                       "label", "trace", "trace_max_mb", "warm_compile", "no_preload")
 
 
 def session_interrupted(command: str, exc: KeyboardInterrupt, out_dir: str) -> int:
@@ -421,7 +415,7 @@ def _stop_rule(args: argparse.Namespace, rounds: int):
 # what a noise session fixed: --resume takes these from its journal
 _NOISE_SESSION_OPTIONS = ("rounds", "python", "from_runs", "suite", "workload", "workload_file", "override_workloads",
                           "scenario", "compiler", "device", "dtype", "batch_size", "size", "option", "timeout",
-                          "min_time", "min_samples", "warmup", "label")
+                          "min_time", "min_samples", "warmup", "warmup_budget", "label")
 
 
 def _noise_session(args: argparse.Namespace):

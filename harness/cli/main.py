@@ -43,6 +43,7 @@ from harness.cli.common import (  # noqa: F401 - EXIT_* and CliError: the CLI's 
     policy_overrides,
     positive_int,
     positive_seconds,
+    refuse_session_options,
     split_values,
 )
 from harness.cli.listing import cmd_list
@@ -139,10 +140,8 @@ def _check_run_args(args: argparse.Namespace) -> None:
     if args.max_memory_gb is not None and not args.max_memory_gb > 0:
         raise CliError(f"--max-memory-gb {args.max_memory_gb:g} must be a positive number of GiB, e.g. 8")
     if args.resume:
-        given = [o for o in _SELECTION_OPTIONS if getattr(args, o, None)] + (["workload_file"] if args.workload_file else [])
-        if given:
-            flags = ", ".join("--" + o.replace("_", "-") for o in given)
-            raise CliError(f"--resume reuses the interrupted run's own options; drop {flags}")
+        refuse_session_options(args, _SELECTION_OPTIONS + ("workload_file",),
+                               "--resume reuses the interrupted run's own options")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
