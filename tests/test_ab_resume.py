@@ -130,6 +130,39 @@ def test_a_resume_whose_cases_plan_differently_is_refused(tmp_path, fake_workers
         ab.run_ab(journal.opts, environments={"base": ENV, "head": ENV}, resume=journal)
 
 
+def test_a_resume_measures_under_the_sessions_own_stop_policy(tmp_path, fake_workers, monkeypatch):
+    """The journal keeps the resolved policy (suite defaults included): a suite whose POLICY
+    changed between the interruption and the resume (the gpu suite's warm-up budget, say) does
+    not change how the remaining side-rounds measure; a journal from before that is resumed
+    under the suite as it is now, and the resume's entry says so."""
+    specs: list[dict] = []
+    real_make_spec = ab.make_spec
+
+    def recording_make_spec(*args, **kwargs):
+        spec = real_make_spec(*args, **kwargs)
+        specs.append(spec.policy)
+        return spec
+
+    monkeypatch.setattr(ab, "make_spec", recording_make_spec)
+    journal = _interrupted(tmp_path)
+    assert journal.policy is not None and journal.policy["warmup"] == 1 and "warmup_budget_s" in journal.policy
+    before = list(specs)
+    real_plan = ab.plan_cases
+    monkeypatch.setattr(ab, "plan_cases", lambda opts: (real_plan(opts)[0], {"warmup": 5, "warmup_budget_s": 1.0}))
+    journal.opts.run.policy = {}  # what the CLI's options left: only the suite's policy would be merged
+    base, _, _ = ab.run_ab(journal.opts, environments={"base": ENV, "head": ENV}, resume=journal)
+    assert specs[len(before):] and all(p == journal.policy for p in specs[len(before):])
+    assert base[0].config["ab"]["resumed"][0]["notes"] == []
+
+
+def test_a_resume_of_a_journal_without_a_policy_says_it_took_the_suites(tmp_path, fake_workers):
+    journal = _interrupted(tmp_path)
+    journal.policy = None  # as load_ab_journal reads a journal written before policies were kept
+    base, _, _ = ab.run_ab(journal.opts, environments={"base": ENV, "head": ENV}, resume=journal)
+    (note,) = base[0].config["ab"]["resumed"][0]["notes"]
+    assert note.startswith("stop policy taken from the suite as it is now")
+
+
 def test_a_session_being_resumed_elsewhere_is_refused(tmp_path, fake_workers):
     journal = _interrupted(tmp_path)
     with Journal.reopen(journal.path), pytest.raises(ResumeError, match="another compilebench process"):

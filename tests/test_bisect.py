@@ -157,6 +157,26 @@ def test_measurement_settings_are_part_of_the_bisect(tmp_path):
     assert resumed
 
 
+def test_a_state_file_from_before_the_warm_up_budget_still_resumes(tmp_path):
+    """The budget joined the stop policy after bisects were saved: at 0 (its neutral value) it
+    stays out of the key, so an older file is the same bisect at the same default path; a file
+    that spelled the 0 out resumes too, and a real budget is another bisect, named as the flag."""
+    envs = _envs(4)
+    policy = {"min_time_s": 0.1, "min_samples": 5, "warmup": 3, "timeout_s": 60.0}
+    before = state_key(CASE.case_id, "latency", None, "worse", envs, measure=policy)
+    now = state_key(CASE.case_id, "latency", None, "worse", envs, measure={**policy, "warmup_budget_s": 0.0})
+    assert now == before and default_state_path(tmp_path, now) == default_state_path(tmp_path, before)
+    spelled = tmp_path / "spelled.json"
+    open_state(spelled, before, envs)
+    data = json.loads(spelled.read_text())
+    data["key"]["measure"]["warmup_budget_s"] = 0.0  # as main wrote it on 2026-12-03 between 13:00 and 16:30 UTC
+    spelled.write_text(json.dumps(data))
+    assert open_state(spelled, now, envs)[1]
+    budgeted = state_key(CASE.case_id, "latency", None, "worse", envs, measure={**policy, "warmup_budget_s": 1.0})
+    with pytest.raises(BisectError, match=r"--warmup-budget: None there, 1.0 now"):
+        open_state(spelled, budgeted, envs)
+
+
 def test_cli_bisect_resume_with_another_min_time_measures_afresh(tmp_path, capsys):
     fakes = [make_fake_python(tmp_path / "py", f"e{i}", slowdown=0.3 if i >= 1 else 0.0) for i in range(2)]
     argv = ["bisect", "-w", "mlp-classic", "--scenario", "forward", "-c", "inductor", "--metric", "latency",

@@ -532,6 +532,12 @@ def test_the_cpu_has_no_eager_first_call_read(monkeypatch):
     (5, 2.0, 0.5, 2, 4),
     (1, 1.0, 9.0, 2, 1),    # never more than asked: the floor is capped by `warmup`
     (0, 1.0, 9.0, 2, 0),
+    (3, 0.5, 0.5, 1, 1),    # a round that reaches the budget is the last
+    (3, 1.0, 0.5, 1, 2),
+    (3, -1.0, 9.0, 1, 3),   # no finite positive budget: every round (a suite's POLICY is not parsed by the CLI)
+    (3, None, 9.0, 1, 3),
+    (3, float("nan"), 9.0, 1, 3),
+    (3, float("inf"), 9.0, 1, 3),
 ])
 def test_warmup_rounds_fit_the_budget_between_the_floor_and_the_policy(warmup, budget, first_round_s, floor, rounds):
     from harness.measure.timing import warmup_rounds
@@ -542,10 +548,10 @@ def test_warmup_rounds_fit_the_budget_between_the_floor_and_the_policy(warmup, b
 @pytest.mark.parametrize(("call_s", "rounds"), [(0.01, 3), (0.6, 2)])
 def test_a_warm_up_budget_drops_long_rounds_and_the_read_stays_on_the_last(gpu, call_s, rounds):
     """With a budget, rounds of long calls stop at the fold's 2 and the peak is still read on
-    the last one made (its rise, 8 MiB, not the first call's 30); short calls keep all 3. Each
-    warm-up call's seconds are in the record."""
+    the last one made (its rise: 9 MiB after 2 rounds, 8 after 3; never the first call's 30);
+    short calls keep all 3. Each warm-up call's seconds are in the record."""
     device, clock = gpu
-    rises = [30 * MiB, 8 * MiB, 8 * MiB, 5 * MiB]
+    rises = [30 * MiB, 9 * MiB, 8 * MiB, 5 * MiB]
     state = case_state(device, clock, {"eager": variant(device, clock, rises, call_s),
                                        "compiled": variant(device, clock, rises, call_s)}, warmup=3)
     state.policy = replace(state.policy, warmup_budget_s=1.0)
@@ -555,7 +561,34 @@ def test_a_warm_up_budget_drops_long_rounds_and_the_read_stays_on_the_last(gpu, 
     assert block["calls_s"]["eager"] == [pytest.approx(call_s)] * rounds
     assert state.round_peaks.reads == {"eager": 1, "compiled": 1}
     worker.memory(state)
-    assert state.record.eager.memory_source == "rounds" and state.record.eager.peak_memory_delta_bytes == 8 * MiB
+    assert state.record.eager.memory_source == "rounds"
+    assert state.record.eager.peak_memory_delta_bytes == rises[rounds - 1]
+
+
+def test_a_warm_up_budget_keeps_a_third_round_after_a_round_that_compiled(gpu):
+    """Round 0 recompiles (a train step's second call): cut to 2, the last two rounds would hold
+    that compile and the read would be refused for a pass of 3 more long calls; the budget keeps
+    a third round instead, and the read stays in the rounds, on the steady third call."""
+    import torch._dynamo.utils as dutils
+
+    device, clock = gpu
+    calls = variant(device, clock, [20 * MiB, 9 * MiB, 7 * MiB, 5 * MiB], 0.6)
+    seen = [0]
+
+    def recompiling_once() -> None:
+        seen[0] += 1
+        if seen[0] == 1:
+            dutils.counters["frames"]["total"] += 1
+        calls()
+
+    state = case_state(device, clock, {"eager": recompiling_once}, probe=False, warmup=3)
+    state.compiled_first_s = None
+    state.policy = replace(state.policy, warmup_budget_s=1.0)
+    worker.measure(state)
+    assert state.record.metrics[worker.WARMUP_KEY]["rounds"] == 3
+    assert "refused" not in state.record.metrics["memory_rounds"], state.record.metrics["memory_rounds"]
+    worker.memory(state)
+    assert state.record.eager.memory_source == "rounds" and state.record.eager.peak_memory_delta_bytes == 7 * MiB
 
 
 def test_a_warm_up_budget_without_the_fold_may_leave_one_round():
@@ -564,5 +597,5 @@ def test_a_warm_up_budget_without_the_fold_may_leave_one_round():
     state = case_state(CpuDevice(), clock, {"eager": lambda: (calls.append("eager"), clock.advance(2.0))},
                        probe=False, warmup=3)
     state.policy = replace(state.policy, warmup_budget_s=1.0)
-    assert worker._warm_up(state, None) is None
+    worker._warm_up(state, None)
     assert calls == ["eager"] and state.record.metrics[worker.WARMUP_KEY]["rounds"] == 1

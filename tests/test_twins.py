@@ -165,6 +165,19 @@ def test_derived_record_is_the_twins_eager_block_under_the_eager_case():
                                          "ran_own_process": {}}
 
 
+def test_derived_record_keeps_only_the_twins_eager_warm_up_calls():
+    """metrics.warmup of a derived record: the eager variant's calls and the rounds that process
+    made (from both variants' first round), stamped with the case they came from."""
+    eager_case, twin_case = case("prefill", "eager"), case("prefill", "inductor")
+    twin = twin_record(twin_case)
+    twin.metrics["warmup"] = {"rounds": 2, "of": 3, "budget_s": 1.0,
+                              "calls_s": {"eager": [0.9, 0.8], "compiled": [0.4, 0.3]}}
+    derived = plan([eager_case, twin_case]).take(eager_case, {twin_case.case_id: twin})
+    assert derived.metrics["warmup"] == {"rounds": 2, "of": 3, "budget_s": 1.0, "calls_s": {"eager": [0.9, 0.8]},
+                                         "from_case": twin_case.case_id}
+    assert twin.metrics["warmup"]["calls_s"]["compiled"] == [0.4, 0.3]  # the twin's own record untouched
+
+
 def _with_first_call(record: Record, peak: int, delta: int, held: int | None = 257_024) -> Record:
     read = {"peak_bytes": peak, "delta_bytes": delta, "compiled_state_deferred": True}
     if held is not None:

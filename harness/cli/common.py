@@ -40,9 +40,9 @@ FORMAT_HELP = ("how tables print: auto (default: a table on a terminal, plain al
                "log, never cut or wrapped), table, plain, markdown")
 
 WARMUP_HELP = "untimed calls per variant before sampling, >= 0"  # --warmup, everywhere cases are timed; + its default
-WARMUP_BUDGET_HELP = ("seconds of warm-up rounds: fewer than --warmup where the first round alone takes a large "
-                      "share of this, never below 2 where peak memory is read on the last; 0 = always --warmup "
-                      "(default: the suite's, else 0)")
+WARMUP_BUDGET_HELP = ("seconds of warm-up: rounds at the first round's pace until they reach this, so fewer than "
+                      "--warmup only where a round takes a large share of it (3 rounds: half); never below 2 where peak memory is "
+                      "read on the last; 0 = always --warmup (default: the suite's, else 0)")
 
 
 def add_policy_options(p: argparse.ArgumentParser, warmup_default: str = "the suite's, else 3") -> None:

@@ -149,6 +149,8 @@ def _run_ab(opts: AbOptions, progress: AbProgress | None, environments: Mapping[
     from suites import SUITES
 
     policy = {**StopPolicy().to_dict(), **suite_policy, **opts.run.policy}
+    if resume and resume.policy is not None:
+        policy = dict(resume.policy)  # the rounds before the interruption ran under it, whatever the suite says now
     timeout = opts.run.timeout_s or (SUITES[opts.run.suite].timeout_s if opts.run.suite else 600.0)
     devices = sorted({c.device for c in cases})
     pythons = {"base": opts.base_python, "head": opts.head_python}
@@ -156,6 +158,9 @@ def _run_ab(opts: AbOptions, progress: AbProgress | None, environments: Mapping[
     for side, info in opts.sides.items():  # which --env each side was, beside what it measured
         envs[side] = {**envs[side], "env": info}
     resumed = resume.check(cases, envs) if resume else None  # before the journal is locked: nothing to undo
+    if resume and resume.policy is None:
+        resumed["notes"].append("stop policy taken from the suite as it is now: the journal predates recorded "
+                                "policies (2026-12-03), so a suite changed since measures the rest differently")
     if resume:
         ab_id, created, envs = resume.ab_id, resume.created_at, resume.environments
     else:
@@ -177,7 +182,8 @@ def _run_ab(opts: AbOptions, progress: AbProgress | None, environments: Mapping[
     try:
         with deferred():  # created (or reopened) and guarded as one step
             journal = (Journal.reopen(resume.path) if resume
-                       else Journal.create(folder / JOURNAL_NAME, _journal_header(ab_id, created, cases, envs, opts)))
+                       else Journal.create(folder / JOURNAL_NAME,
+                                           _journal_header(ab_id, created, cases, envs, opts, policy)))
         if resume:
             done = journaled_records(journal.read().entries)  # read under the lock: what --resume trusts
             journal.note_resume(resumed)
@@ -234,15 +240,17 @@ def _run_ab(opts: AbOptions, progress: AbProgress | None, environments: Mapping[
 
 
 def _journal_header(ab_id: str, created: str, cases: Sequence[Case], envs: Mapping[str, dict[str, Any]],
-                    opts: AbOptions) -> dict[str, Any]:
-    """What `ab --resume` needs: the session's identity, both sides' environments, the plan and
-    the options (the stop rule itself is rebuilt by the CLI and checked against `stop_design`)."""
+                    opts: AbOptions, policy: Mapping[str, Any]) -> dict[str, Any]:
+    """What `ab --resume` needs: the session's identity, both sides' environments, the plan,
+    the options and the resolved stop policy (suite defaults included: a suite edited between
+    the interruption and the resume must not change how the remaining rounds measure; the
+    stop rule itself is rebuilt by the CLI and checked against `stop_design`)."""
     from dataclasses import asdict
 
     return {"run_id": ab_id, "created_at": created, "plan": [c.to_dict() for c in cases], "environments": dict(envs),
             "ab": {"base_python": opts.base_python, "head_python": opts.head_python, "rounds": opts.rounds,
                    "base_env": opts.base_env, "head_env": opts.head_env, "sides": opts.sides,
-                   "stop_design": opts.stop_design},
+                   "stop_design": opts.stop_design, "policy": dict(policy)},
             "options": asdict(opts.run)}
 
 
@@ -264,6 +272,7 @@ class AbJournal:
     plan: list[str]  # case ids in plan order
     finished: int  # side-rounds already journaled
     history: list[dict[str, Any]] = field(default_factory=list)  # earlier resumes
+    policy: dict[str, Any] | None = None  # the session's resolved stop policy; None in journals before 2026-12-03
 
     def check(self, cases: Sequence[Case], current: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
         """Refuse a resume whose plan or machine/stack differs (the records would not be
@@ -301,8 +310,10 @@ def load_ab_journal(ref: str, out_dir: str | Path) -> AbJournal:
         raise ResumeError(f"{path}: not an ab session journal ({type(exc).__name__}: {exc}); pass the id of an "
                           "interrupted `compilebench ab` session") from None
     opts.run.out_dir = str(folder.parent.parent)
+    policy = ab.get("policy")
     return AbJournal(path, state.run_id, str(header["created_at"]), opts, envs,
-                     [c.case_id for c in state.planned_cases()], len(state.entries), list(state.resumes))
+                     [c.case_id for c in state.planned_cases()], len(state.entries), list(state.resumes),
+                     dict(policy) if isinstance(policy, dict) else None)
 
 
 def _still_measured(active: list[Case], runs: Mapping[str, list[Run]], rounds: int, rule: StopRule | None,

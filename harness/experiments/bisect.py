@@ -99,7 +99,16 @@ class BisectState:
 
 # measurement settings in a state key -> the option that sets them, for the mismatch message
 MEASURE_OPTIONS = {"min_time_s": "--min-time", "min_samples": "--min-samples", "timeout_s": "--timeout",
-                   "max_memory_gb": "the memory limit", "warm_compile": "--warm-compile"}
+                   "max_memory_gb": "the memory limit", "warm_compile": "--warm-compile", "warmup": "--warmup",
+                   "warmup_budget_s": "--warmup-budget"}
+# settings added to the stop policy after state files were written, at the value that changes
+# nothing: left out of the key there, so a bisect started before them still resumes (same key,
+# same default path)
+_LATER_NEUTRAL = {"warmup_budget_s": 0.0}
+
+
+def _key_measure(measure: dict[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in (measure or {}).items() if not (k in _LATER_NEUTRAL and v == _LATER_NEUTRAL[k])}
 
 
 def state_key(case_id: str, metric: str, threshold: float | None, direction: str,
@@ -108,7 +117,7 @@ def state_key(case_id: str, metric: str, threshold: float | None, direction: str
     depends on (stop policy, timeout, ...): records taken under --min-time 1 are no evidence
     for a bisect asked to run with --min-time 10, so a change starts another bisect."""
     return {"case": case_id, "metric": metric, "threshold": threshold, "direction": direction,
-            "envs": [[e["name"], e.get("spec", "")] for e in envs], "measure": dict(measure or {})}
+            "envs": [[e["name"], e.get("spec", "")] for e in envs], "measure": _key_measure(measure)}
 
 
 def default_state_path(out_dir: str | Path, key: dict[str, Any]) -> Path:
@@ -129,11 +138,13 @@ def open_state(path: Path, key: dict[str, Any], envs: Sequence[dict[str, Any]]) 
     if data.get("version") != STATE_VERSION:
         raise BisectError(f"{path}: bisect state version {data.get('version')!r} is not {STATE_VERSION}; "
                           f"start afresh with another --state path")
-    if data.get("key") != _normalised(key):
-        saved = data.get("key") if isinstance(data.get("key"), dict) else {}
+    saved = data.get("key") if isinstance(data.get("key"), dict) else {}
+    if isinstance(saved.get("measure"), dict):  # a file written with a neutral setting spelled out
+        saved = {**saved, "measure": _key_measure(saved["measure"])}
+    if saved != _normalised(key):
         raise BisectError(f"{path} holds another bisect ({_key_difference(saved, _normalised(key))}); pass "
                           f"another --state path to start this one, or repeat the options it was started with")
-    state = BisectState(data["key"], list(envs), data.get("measurements", {}), data.get("steps", []),
+    state = BisectState(saved, list(envs), data.get("measurements", {}), data.get("steps", []),
                         data.get("result"), path)
     return state, True
 

@@ -38,13 +38,15 @@ class StopPolicy:
 
 def warmup_rounds(policy: StopPolicy, first_round_s: float, floor: int = 1) -> int:
     """How many warm-up rounds to make, the first one (`first_round_s` seconds) made: the
-    policy's `warmup`, or, with a `warmup_budget_s`, as many as fit in that budget at the first
-    round's pace, never fewer than `floor` (the memory fold reads its peak on the last of at
-    least 2) nor more than `warmup`. Short calls keep every round; only rounds that each take
-    a sizeable share of the budget are dropped."""
-    if policy.warmup_budget_s <= 0 or policy.warmup <= 1:
+    policy's `warmup`, or, with a `warmup_budget_s`, rounds at the first round's pace until they
+    reach the budget (the round that reaches it is made: ceil(budget / first round)), never
+    fewer than `floor` (the memory fold reads its peak on the last of at least 2) nor more than
+    `warmup`. Rounds of under half the budget are all kept; only rounds that each take a
+    sizeable share of it are dropped. No finite positive budget (0, None, NaN, inf): every round."""
+    budget = policy.warmup_budget_s
+    if budget is None or not 0 < budget < math.inf or policy.warmup <= 1:
         return policy.warmup
-    fit = math.ceil(policy.warmup_budget_s / max(first_round_s, 1e-9))
+    fit = math.ceil(budget / max(first_round_s, 1e-9))
     return max(min(policy.warmup, fit), min(floor, policy.warmup))
 
 

@@ -701,7 +701,7 @@ def _warm_up(state: CaseState, peaks: RoundPeaks | None) -> str | None:
                 peaks.after(name)
         if i == 0:  # the rounds the budget allows, known before the one that is read
             first = sum(seconds[0] for seconds in calls_s.values())
-            rounds = warmup_rounds(policy, first, MIN_FOLD_WARMUP if peaks is not None else 1)
+            rounds = warmup_rounds(policy, first, _warmup_floor(peaks is not None, compiled_before))
         i += 1
     state.record.metrics[WARMUP_KEY] = {"rounds": rounds, "of": policy.warmup, "budget_s": policy.warmup_budget_s,
                                         "calls_s": {name: [round(v, 6) for v in vs] for name, vs in calls_s.items()}}
@@ -711,6 +711,15 @@ def _warm_up(state: CaseState, peaks: RoundPeaks | None) -> str | None:
     return None if new == 0 else (
         f"{new} frame(s) compiled in the last {MIN_FOLD_WARMUP} warm-up rounds: the read call may not be a "
         "steady-state one (a CUDA graph's recording), so a pass after the rounds")
+
+
+def _warmup_floor(folded: bool, compiled_before: list[int]) -> int:
+    """The fewest warm-up rounds a budget may leave: the fold reads its peak on the last of 2
+    rounds that compiled nothing, so a round 0 that compiled (a recompile on the second call)
+    cannot be one of them; without the fold, 1."""
+    if not folded:
+        return 1
+    return MIN_FOLD_WARMUP + (1 if _compiled_frames() > compiled_before[0] else 0)
 
 
 def _compiled_frames() -> int:

@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.measure.worker import EAGER_FIRST_CALL_MEMORY_KEY, MEMORY_ROUNDS_KEY
+from harness.measure.worker import EAGER_FIRST_CALL_MEMORY_KEY, MEMORY_ROUNDS_KEY, WARMUP_KEY
 from harness.model.payloads import CompileStats, Speedup
 from harness.model.schema import Case, Record
 
@@ -279,6 +279,8 @@ def derive(case: Case, twin: Record, wall_s: float = 0.0, first_call_peak: bool 
                                "twin_wall_s": (twin.worker or {}).get("wall_s")}
     if isinstance(metrics.get(MEMORY_ROUNDS_KEY), Mapping):
         metrics[MEMORY_ROUNDS_KEY] = eager_rounds(metrics[MEMORY_ROUNDS_KEY], twin.case_id)
+    if isinstance(metrics.get(WARMUP_KEY), Mapping):
+        metrics[WARMUP_KEY] = eager_warmup(metrics[WARMUP_KEY], twin.case_id)
     note = (f"eager figures from {twin.case_id}: its eager block, measured interleaved with the compiled variant "
             "in that case's process; not run in a process of its own (docs/RESULTS.md, Eager figures)")
     if first_call_peak:
@@ -298,6 +300,17 @@ def eager_rounds(rounds: Mapping[str, Any], twin_id: str) -> dict[str, Any]:
         per_variant = rounds.get(key)
         if isinstance(per_variant, Mapping):
             out[key] = {name: v for name, v in per_variant.items() if name == EAGER_VARIANT}
+    out["from_case"] = twin_id
+    return out
+
+
+def eager_warmup(warmup: Mapping[str, Any], twin_id: str) -> dict[str, Any]:
+    """A derived record's `warmup`: the twin's rounds (chosen from both variants' first round,
+    as that process made them) and its eager variant's calls only, stamped `from_case`."""
+    out = {k: v for k, v in warmup.items() if k != "calls_s"}
+    calls = warmup.get("calls_s")
+    if isinstance(calls, Mapping):
+        out["calls_s"] = {name: v for name, v in calls.items() if name == EAGER_VARIANT}
     out["from_case"] = twin_id
     return out
 
