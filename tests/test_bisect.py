@@ -169,7 +169,7 @@ def test_a_state_file_from_before_the_warm_up_budget_still_resumes(tmp_path):
     spelled = tmp_path / "spelled.json"
     open_state(spelled, before, envs)
     data = json.loads(spelled.read_text())
-    data["key"]["measure"]["warmup_budget_s"] = 0.0  # as main wrote it on 2026-12-03 between 13:00 and 16:30 UTC
+    data["key"]["measure"]["warmup_budget_s"] = 0.0  # as main wrote it from f76a0d1 to d59f9d7 (2026-12-03, 13:39-16:23 UTC)
     spelled.write_text(json.dumps(data))
     assert open_state(spelled, now, envs)[1]
     budgeted = state_key(CASE.case_id, "latency", None, "worse", envs, measure={**policy, "warmup_budget_s": 1.0})
