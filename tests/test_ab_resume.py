@@ -177,6 +177,38 @@ def test_ab_resume_refuses_the_options_the_session_fixed(capsys):
     assert "drop --base-python, --rounds" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("changed", ["thresholds", "metric", "none", "old journal"])
+def test_ab_resume_refuses_another_stop_rule_and_names_what_differs(capsys, tmp_path, fake_workers, changed):
+    """The rule's error rates hold only if the resumed rounds stop by the session's rule: other
+    thresholds or --metric are refused (a journal from before they were kept is judged on what
+    it has)."""
+    import argparse
+
+    from harness.cli import compare as cli_compare
+    from harness.cli import main as cli
+
+    strict = tmp_path / "strict.toml"
+    strict.write_text("[defaults]\nlatency = 0.5\n")
+    start = argparse.Namespace(thresholds=None, metric=None)
+    opts = _opts(tmp_path)
+    opts.stop_rule, opts.stop_design = cli_compare._stop_rule(start, opts.rounds)
+    if changed == "old journal":
+        opts.stop_design = {k: v for k, v in opts.stop_design.items() if k != "gated"}
+    set_checkpoint_hook(StopAt("next-case", 2, signal.SIGINT))
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        ab.run_ab(opts, environments={"base": ENV, "head": ENV})
+    set_checkpoint_hook(None)
+    extra = {"thresholds": ["--thresholds", str(strict)], "metric": ["--metric", "latency"]}.get(changed, [])
+    parsed = cli.build_parser().parse_args(["ab", "--resume", stopped.value.ab_session.name, *extra,
+                                            "--out", opts.run.out_dir])
+    if changed in ("thresholds", "metric"):
+        with pytest.raises(cli.CliError, match="the stop rule differs from the session's in gated"):
+            cli_compare._ab_options(parsed)
+    else:
+        resumed, journal = cli_compare._ab_options(parsed)
+        assert journal is not None and resumed.stop_rule is not None
+
+
 @pytest.mark.slow
 def test_a_ci_job_killed_by_sigterm_finishes_with_ab_resume(tmp_path):
     """The real command (real workers, tiny eager MLP, 2 rounds): SIGTERM after the first

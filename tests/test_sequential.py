@@ -37,6 +37,15 @@ def test_aa_false_failures_stay_at_the_fixed_design_and_below_alpha(sigma):
     assert oc["sequential_processes"] < oc["fixed_processes"]  # the point: fewer processes for the same answer
 
 
+def test_aa_false_failures_near_alpha_stay_at_the_fixed_design():
+    """An A/A arm where the fixed design itself fails about alpha/2 of sessions (no threshold
+    to hide behind): a looser interim boundary would show here, as it cannot at a 5% threshold."""
+    oc = operating_characteristics(DESIGN, 0.0, 0.04, SESSIONS, seed=21, threshold=0.0)
+    interim = len(DESIGN.interim_looks) * DESIGN.interim_alpha
+    assert 0.005 < oc["fixed_fail_rate"] <= DESIGN.alpha
+    assert oc["sequential_fail_rate"] <= oc["fixed_fail_rate"] + interim + slack(oc["fixed_fail_rate"])
+
+
 @pytest.mark.parametrize("change, sigma", [(0.10, 0.02), (0.134, 0.02), (0.10, 0.04), (0.134, 0.04)])
 def test_detection_holds_and_costs_fewer_processes(change, sigma):
     oc = operating_characteristics(DESIGN, change, sigma, SESSIONS, seed=12)
@@ -95,6 +104,100 @@ def test_case_decision_on_records():
     contended[1].metrics["contention"] = {"contended": True, "cpu_wait_fraction": 0.6, "threads": 2}
     assert case_decision(records(1e-3, 4, 1), contended, config, DESIGN) is None  # the gate cannot judge it either
     assert case_decision(records(1e-3, 4, 1, spread=0.2), records(1e-3, 4, 2, spread=0.2), config, DESIGN) is None
+
+
+def test_a_changed_stop_waits_for_the_round_the_gates_test_can_confirm_at_its_alpha(tmp_path):
+    """Under alpha 0.01 the gate's U test cannot confirm anything at 4 vs 4 (smallest p 2/70):
+    a stop there would be judged `noisy`, a pass, where fixed rounds fail; at 5 vs 5 (2/252) it can."""
+    from harness.analysis.sequential import smallest_u_p
+    from harness.analysis.thresholds import load_thresholds
+
+    assert smallest_u_p(4, 4) == pytest.approx(2 / 70) and smallest_u_p(5, 5) == pytest.approx(2 / 252)
+    path = tmp_path / "t.toml"
+    path.write_text("[defaults]\nalpha = 0.01\n")
+    strict = load_thresholds(str(path))
+    design = SequentialDesign(alpha=strict.alpha)
+    rng = np.random.default_rng(4)
+    base, head = ([synthetic_record(synthetic_case(0), rng, compiled_median=median * float(np.exp(rng.normal(0, 0.01))),
+                                    eager_median=2e-3, spread=0.01, n=40) for _ in range(5)] for median in (1e-3, 1.5e-3))
+    assert case_decision(base[:4], head[:4], strict, design) is None
+    assert "latency changed" in case_decision(base, head, strict, design)
+    assert "latency changed" in case_decision(base[:4], head[:4], ThresholdConfig(), DESIGN)  # alpha 0.05: at 4
+    cmp = compare_runs([_run("b", [r]) for r in base], [_run("h", [r]) for r in head], strict)
+    (latency,) = [m for m in cmp.cases[0].metrics if m.metric == "latency"]
+    assert str(latency.verdict) == "regression"  # what the stop at 5 hands the gate: confirmed at alpha 0.01
+
+
+def _run(run_id: str, recs):
+    from harness.model.schema import Run
+    from harness.testing.synthetic import SYNTHETIC_ENV
+
+    return Run(run_id, "2026-01-01T00:00:00+00:00", run_id, dict(SYNTHETIC_ENV), {}, list(recs))
+
+
+def test_a_metric_some_process_lacks_keeps_the_case_measuring():
+    """One head process without valid latency samples: the gate would judge the others (and
+    fall back to another test); the rule does not stop on the remaining metrics."""
+    config = ThresholdConfig()
+    base, head = records(1e-3, 4, 1), records(1.08e-3, 4, 2)
+    for r in (*base, *head):
+        r.metrics["compile_time_s"] = 2.0  # exact: decided on its own, as the other metrics would leave it
+    assert "latency changed" in case_decision(base, head, config, DESIGN)  # complete: decided
+    for samples in ([], [float("nan")] * 40):  # (latency falls back to eager samples: both go)
+        head[3].compiled = head[3].compiled.with_fields(samples_s=samples)
+        head[3].eager = head[3].eager.with_fields(samples_s=samples)
+        assert case_decision(base, head, config, DESIGN) is None
+
+
+def test_memory_counts_and_accuracy_are_part_of_the_decision():
+    config = ThresholdConfig()
+    base, head = records(1e-3, 4, 1), records(1e-3, 4, 2)
+    assert "peak_memory unchanged" in case_decision(base, head, config, DESIGN)
+    for r in head:
+        r.compiled = r.compiled.with_fields(peak_memory_bytes=150 << 20)  # +50%: a memory regression, latency unchanged
+    assert "peak_memory changed +50" in case_decision(base, head, config, DESIGN)
+    head = records(1e-3, 4, 2)
+    head[2].metrics["recompiles"] = 1  # one process recompiled: the gate takes the worst round
+    assert case_decision(base, head, config, DESIGN) is None
+    head = records(1e-3, 4, 2)
+    head[0].metrics["accuracy"] = {"status": "fail"}
+    assert case_decision(base, head, config, DESIGN) is None
+    assert case_decision(base, head, config, DESIGN, metrics=["latency"]) is not None  # --metric latency: not gated
+    for r in base:
+        r.metrics["compile_peak_rss_bytes"] = 1 << 30
+    both = records(1e-3, 4, 2)
+    for r in both:
+        r.metrics["compile_peak_rss_bytes"] = 1 << 30
+    assert "compile_host_memory unchanged" in case_decision(base, both, config, DESIGN)
+
+
+def test_compile_time_is_judged_on_the_same_seconds_on_both_sides_as_the_gate_does():
+    """CPU seconds only when every process of both sides has them (compare's rule): a head
+    process without them puts both sides on wall seconds, not one side on each."""
+    rng = np.random.default_rng(3)
+    case = synthetic_case(0)
+    base = [synthetic_record(case, rng, compile_time=10.0, compile_cpu=2.0, compile_spread=0.001) for _ in range(4)]
+    head = [synthetic_record(case, rng, compile_time=10.0, compile_cpu=2.0, compile_spread=0.001) for _ in range(4)]
+    del head[1].metrics["compile_cpu_s"]
+    decided = case_decision(base, head, ThresholdConfig(), DESIGN)
+    assert decided and "compile_time unchanged" in decided
+
+
+def test_the_rule_normalises_latency_only_when_the_gate_would(monkeypatch):
+    import harness.analysis.sequential as sequential
+
+    seen = []
+    real = sequential.machine_probe
+
+    def spy(base, head, thresholds, torch_differs=False):
+        seen.append(torch_differs)
+        return real(base, head, thresholds, torch_differs=torch_differs)
+
+    monkeypatch.setattr(sequential, "machine_probe", spy)
+    rule = stop_rule()
+    rule(synthetic_case(0), records(1e-3, 4, 1), records(1e-3, 4, 2), 4, torch_differs=False)
+    rule(synthetic_case(0), records(1e-3, 4, 1), records(1e-3, 4, 2), 4)
+    assert seen == [False, True]  # told by ab from the two sides' environments; unknown: raw latency
 
 
 def test_ab_round_loop_stops_decided_cases_and_the_gate_still_judges(tmp_path, monkeypatch):

@@ -4,9 +4,10 @@
 regression is plain after a few rounds, so measuring every case R times is mostly waste.
 The rule looks after each round from `min_rounds` (4: the per-process test's floor) to R-1
 and stops a case whose verdict is already decided; whatever reaches round R is decided by
-the gate exactly as with fixed rounds. What it looks at, per gated metric (latency,
-speedup, cold compile time: the metrics compare tests one value per process on), is the
-log of one value per process (the process's median sample; compile seconds), base vs head:
+the gate exactly as with fixed rounds. What it looks at, per gated metric that compare tests one
+value per process on (latency, speedup, cold compile time, peak memory, compile host
+memory), is the log of one value per process (the process's median sample; compile
+seconds; bytes), base vs head:
 
 - **changed**: Welch's t test of the log values is significant at `interim_alpha` (0.001,
   a Haybittle-Peto boundary: so strict that all interim looks together add at most
@@ -17,7 +18,16 @@ log of one value per process (the process's median sample; compile seconds), bas
   inside it too: the chance of stopping "unchanged" when the true change is at the
   threshold is at most `beta` (default 0.05) whatever the number of looks.
 
-A case stops when every gated metric is decided; a case whose status is not ok on either
+A "changed" stop also needs the gate's own test to be able to confirm it at this many
+processes: the two-sided U test's smallest p at k vs k is 2 / C(2k, k) (0.029 at 4, 0.0079
+at 5, 0.0022 at 6), so under a thresholds file's stricter `alpha` the rule waits for the
+round where compare can reach it. A case stops when every gated metric is decided; a metric
+that some process lacks (no valid samples, no compile time) keeps the case measuring, and
+one that no process has is not judged (compare does not judge it either). Graph breaks,
+recompiles and accuracy are judged by compare on every round measured (the worst one): a
+case stops early only while all its processes, both sides, agree on them, so a side that
+differs is measured to the last round; a count that would first change in a round the case
+did not run cannot be seen (docs/GATING.md says so). A case whose status is not ok on either
 side in any round never stops early (a failure is data, and a flaky one needs every round),
 nor one with a process timed on a contended machine (harness/measure/contention.py: the
 gate cannot judge its timings; the rule does not either).
@@ -38,17 +48,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.analysis.metrics import compile_time_value, judges_compile_cpu_seconds, timing_samples
+from harness.analysis.metrics import (
+    METRICS,
+    accuracy_status,
+    compile_time_value,
+    judges_compile_cpu_seconds,
+    scalar_value,
+    timing_samples,
+)
 from harness.analysis.probe_norm import machine_probe
 from harness.analysis.significance import MIN_PROCESSES_FOR_PROCESS_LEVEL_TEST
 from harness.analysis.thresholds import DEFAULT_ALPHA, ThresholdConfig
 from harness.measure.contention import is_contended
 from harness.model.schema import Case, Record
 
-__all__ = ["SEQUENTIAL_METRICS", "SequentialDesign", "Look", "look", "case_values", "case_decision",
-           "stop_rule", "fixed_decision", "operating_characteristics"]
+__all__ = ["SEQUENTIAL_METRICS", "AGREEING_METRICS", "SequentialDesign", "Look", "look", "case_values",
+           "smallest_u_p", "case_decision", "stop_rule", "fixed_decision", "operating_characteristics"]
 
-SEQUENTIAL_METRICS = ("latency", "speedup", "compile_time")
+SEQUENTIAL_METRICS = ("latency", "speedup", "compile_time", "peak_memory", "compile_host_memory")
+AGREEING_METRICS = ("graph_breaks", "recompiles", "accuracy")  # a case stops only while every process agrees
 CHANGED, UNCHANGED = "changed", "unchanged"
 
 
@@ -117,30 +135,48 @@ def look(base: Sequence[float], head: Sequence[float], threshold: float, design:
     return Look(None, change, p, ci)
 
 
-def case_values(records: Sequence[Record], metric: str, factors: Sequence[float] | None = None) -> list[float] | None:
+def case_values(records: Sequence[Record], metric: str, factors: Sequence[float] | None = None,
+                cpu_seconds: bool | None = None) -> list[float | None]:
     """One value per process of `metric`, as the gate's per-process test sees it (latency
-    divided by each process's machine-probe factor when given, as compare does), or None when
-    a process lacks it: then the rule does not judge on this metric."""
-    values: list[float] = []
-    cpu_seconds = judges_compile_cpu_seconds(list(records)) if metric == "compile_time" else False
+    divided by each process's machine-probe factor when given, as compare does; compile time
+    on CPU seconds when `cpu_seconds`, decided over both sides as compare decides it), None
+    where a process lacks a valid one."""
+    if cpu_seconds is None:
+        cpu_seconds = judges_compile_cpu_seconds(list(records)) if metric == "compile_time" else False
+    values: list[float | None] = []
     for i, r in enumerate(records):
         if metric == "compile_time":
             value = compile_time_value(r, cpu_seconds)
+        elif METRICS[metric].kind == "scalar":
+            value = scalar_value(r, metric)
         else:
             samples = timing_samples(r, metric)
             value = float(np.median(samples)) if samples is not None and samples.size else None
             if value is not None and factors and metric == "latency":
                 value /= factors[i]
-        if value is None or not value > 0:
-            return None
-        values.append(value)
+        values.append(value if value is not None and value > 0 else None)
     return values
 
 
+def smallest_u_p(n_base: int, n_head: int) -> float:
+    """The smallest two-sided p the gate's Mann-Whitney U test can give at these sizes (every
+    head value beyond every base value, no ties): 2 / C(n_base + n_head, n_base)."""
+    return min(1.0, 2.0 / math.comb(n_base + n_head, n_base))
+
+
+def _agree(records: Sequence[Record], metric: str) -> bool:
+    """Every process, both sides, reports the same value of a count or the accuracy status."""
+    values = {accuracy_status(r) if metric == "accuracy" else scalar_value(r, metric) for r in records}
+    return len(values) <= 1
+
+
 def case_decision(base: Sequence[Record], head: Sequence[Record], config: ThresholdConfig,
-                  design: SequentialDesign, metrics: Sequence[str] | None = None) -> str | None:
+                  design: SequentialDesign, metrics: Sequence[str] | None = None,
+                  torch_differs: bool = True) -> str | None:
     """Why the case is decided after len(base) rounds ('latency unchanged +0.4% [-2.1%,
-    +2.9%]; ...'), or None to keep measuring."""
+    +2.9%]; ...'), or None to keep measuring. `torch_differs`: the sides run different torch
+    builds, so a probe that runs on torch is not trusted to normalise latency (compare's rule;
+    True, raw latency, when the caller does not know)."""
     rounds = min(len(base), len(head))
     if rounds not in design.interim_looks:
         return None
@@ -148,40 +184,44 @@ def case_decision(base: Sequence[Record], head: Sequence[Record], config: Thresh
         return None
     case = base[0].case
     thresholds = config.for_case(case.case_id, case.workload, case.suite)
-    # per-process latency is probe-normalised as the gate does it; a probe set that runs on
-    # torch is not trusted across the two sides' builds (torch_differs=True: raw latency,
-    # more spread, later stops: never an earlier one)
-    probe = machine_probe(list(base), list(head), thresholds, torch_differs=True)
+    gated = [m for m in (metrics or METRICS) if m in METRICS and thresholds.enabled(m)]
+    if any(m in AGREEING_METRICS and not _agree([*base, *head], m) for m in gated):
+        return None
+    probe = machine_probe(list(base), list(head), thresholds, torch_differs=torch_differs)
     normalise = probe is not None and probe.normalise
+    cpu_seconds = judges_compile_cpu_seconds([*base, *head])
     reasons = []
-    for metric in metrics or SEQUENTIAL_METRICS:
+    for metric in gated:
         threshold = thresholds.get(metric)
-        if metric not in SEQUENTIAL_METRICS or threshold is None or not thresholds.enabled(metric):
+        if metric not in SEQUENTIAL_METRICS or threshold is None:
             continue
-        bv = case_values(base, metric, probe.factors("base") if normalise else None)
-        hv = case_values(head, metric, probe.factors("head") if normalise else None)
-        if bv is None or hv is None:
-            continue
+        bv = case_values(base, metric, probe.factors("base") if normalise else None, cpu_seconds)
+        hv = case_values(head, metric, probe.factors("head") if normalise else None, cpu_seconds)
+        if all(v is None for v in (*bv, *hv)):
+            continue  # no process has it: compare does not judge it either
+        if any(v is None for v in (*bv, *hv)):
+            return None  # some process lacks it: the gate would judge fewer processes; keep measuring
         result = look(bv, hv, float(threshold), design)
-        if result.decision is None:
+        if result.decision is None or (result.decision == CHANGED
+                                       and smallest_u_p(len(bv), len(hv)) >= thresholds.alpha):
             return None
         reasons.append(f"{metric} {result.decision} {result.change:+.1%} "
                        f"[{result.ci[0]:+.1%}, {result.ci[1]:+.1%}] p={result.p_value:.2g}")
     return "; ".join(reasons) or None
 
 
-StopRule = Callable[[Case, list[Record], list[Record], int], "str | None"]
+StopRule = Callable[..., "str | None"]  # (case, base records, head records, rounds, torch_differs=...)
 
 
 def stop_rule(config: ThresholdConfig | None = None, design: SequentialDesign | None = None,
               metrics: Sequence[str] | None = None) -> StopRule:
-    """The callable `ab` asks after each round: (case, base records, head records, rounds done)
-    -> why the case is decided, or None to keep measuring."""
+    """The callable `ab` asks after each round: (case, base records, head records, rounds done,
+    torch_differs) -> why the case is decided, or None to keep measuring."""
     config = config or ThresholdConfig()
     design = design or SequentialDesign(alpha=config.alpha)
 
-    def decide(case: Case, base: list[Record], head: list[Record], rounds: int) -> str | None:
-        return case_decision(base, head, config, design, metrics)
+    def decide(case: Case, base: list[Record], head: list[Record], rounds: int, torch_differs: bool = True) -> str | None:
+        return case_decision(base, head, config, design, metrics, torch_differs)
 
     return decide
 

@@ -364,9 +364,12 @@ def _ab_options(args: argparse.Namespace):
         opts = journal.opts
         if opts.stop_design is not None:  # the same rule, or the journaled rounds' error rates do not hold
             opts.stop_rule, design = _stop_rule(args, opts.rounds)
-            if _normalised(design) != _normalised(opts.stop_design):
-                raise CliError(f"ab --resume {args.resume}: the stop rule differs from the session's ({design} now, "
-                               f"{opts.stop_design} then); pass the session's --thresholds and --metric")
+            then, now = _normalised(opts.stop_design), _normalised(design)
+            differ = [key for key in then if now.get(key) != then[key]]  # an older journal: the keys it has
+            if differ:
+                raise CliError(f"ab --resume {args.resume}: the stop rule differs from the session's in "
+                               f"{', '.join(differ)} (the thresholds and metrics it judges by, or its design); "
+                               "pass the session's --thresholds and --metric")
         return opts, journal
     base_python, head_python, sides = _ab_sides(args)
     rounds = DEFAULT_AB_ROUNDS if args.rounds is None else args.rounds
@@ -409,7 +412,13 @@ def _stop_rule(args: argparse.Namespace, rounds: int):
 
     config = load_thresholds(args.thresholds)
     design = SequentialDesign(max_rounds=rounds, alpha=config.alpha)
-    return stop_rule(config, design, _metrics(args.metric)), design.describe()
+    metrics = _metrics(args.metric)
+    # what the rule judges by, kept in the journal: a resume under other thresholds or metrics
+    # would stop the rest of the session by another rule than its first rounds
+    gated = {"metrics": metrics or "all", "thresholds": {"alpha": config.alpha, "defaults": config.defaults,
+                                                         "suites": config.suites, "workloads": config.workloads,
+                                                         "cases": config.cases}}
+    return stop_rule(config, design, metrics), {**design.describe(), "gated": gated}
 
 
 # what a noise session fixed: --resume takes these from its journal

@@ -321,10 +321,14 @@ def _still_measured(active: list[Case], runs: Mapping[str, list[Run]], rounds: i
     """The cases that need another round: the stop rule has not decided them yet."""
     if rule is None:
         return active
+    from harness.analysis.compare import TORCH_FIELDS, environment_mismatches
+
+    # as compare decides it, so the rule normalises latency exactly when the gate will
+    torch_differs = bool(environment_mismatches(runs["base"], runs["head"], TORCH_FIELDS))
     keep = []
     for case in active:
         base, head = (_records_of(runs[side], case) for side in SIDES)
-        why = rule(case, base, head, rounds)
+        why = rule(case, base, head, rounds, torch_differs=torch_differs)
         if why:
             stopped[case.case_id] = {"after_rounds": rounds, "why": why}
         else:
