@@ -599,3 +599,22 @@ def test_a_warm_up_budget_without_the_fold_may_leave_one_round():
     state.policy = replace(state.policy, warmup_budget_s=1.0)
     worker._warm_up(state, None)
     assert calls == ["eager"] and state.record.metrics[worker.WARMUP_KEY]["rounds"] == 1
+
+
+def test_the_compiled_first_output_is_freed_once_accuracy_has_compared_it(gpu):
+    """A compiled case's later peaks hold what an eager case's own process holds: the eager
+    first call's output only, not the compiled one's copy as well (a derived eager peak was one
+    compiled output high: 785 MiB for GPT-Neo bs32's logits on the H200)."""
+    from types import SimpleNamespace
+
+    device, clock = gpu
+    state = case_state(device, clock, {"eager": variant(device, clock, [MiB])}, probe=False)
+    state.out_eager, state.out_compiled = Buffer(device, 4 * MiB), Buffer(device, 4 * MiB)
+    compiled = variant(device, clock, [MiB])
+    state.prepared = SimpleNamespace(compare=lambda eager, out, dtype: {"status": "pass", "sizes": (eager.nbytes, out.nbytes)},
+                                     compiled=compiled)
+    assert device.in_use == 8 * MiB
+    worker.accuracy(state)
+    assert state.record.metrics["accuracy"] == {"status": "pass", "sizes": (4 * MiB, 4 * MiB)}  # compared first
+    assert state.out_compiled is None and device.in_use == 4 * MiB  # then freed; the eager output stays
+    assert state.variants["compiled"] is compiled

@@ -589,6 +589,11 @@ def accuracy(state: CaseState) -> None:
     else:
         comparer = state.prepared.compare or compare_outputs
         state.record.metrics["accuracy"] = comparer(state.out_eager, state.out_compiled, state.case.dtype)
+    # the compiled output's copy is freed here: kept, every later peak of this process (eager
+    # and compiled reads alike) would hold one output more than an eager case's own process,
+    # whose only kept output is its first call's (a derived eager peak was 785 MiB high for a
+    # GPT-Neo bs32 forward's logits); the eager first call's output stays, in both processes
+    state.out_compiled = None
     state.variants["compiled"] = state.prepared.compiled
 # ---- end accuracy rule hook ----
 
