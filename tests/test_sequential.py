@@ -227,6 +227,26 @@ def test_ab_round_loop_stops_decided_cases_and_the_gate_still_judges(tmp_path, m
     assert str(verdicts["mlp-classic"]).startswith("regression")
 
 
+@pytest.mark.parametrize("head_torch, differs", [("2.13.0", False), ("2.14.1", True)])
+def test_ab_tells_the_rule_whether_the_sides_run_one_torch(tmp_path, monkeypatch, head_torch, differs):
+    import harness.experiments.ab as ab
+    from harness.run.runner import RunOptions
+
+    rng = np.random.default_rng(7)
+    monkeypatch.setattr(ab, "run_worker", lambda case, spec, timeout, **kw: synthetic_record(case, rng, n=20))
+    told = []
+
+    def rule(case, base, head, rounds, torch_differs=True):
+        told.append(torch_differs)
+        return None
+
+    run_opts = RunOptions(workloads=["mlp-classic"], scenarios=["forward"], compilers=["inductor"], devices=["cpu"],
+                          sizes=["tiny"], out_dir=str(tmp_path))
+    envs = {"base": {"torch_version": "2.13.0"}, "head": {"torch_version": head_torch}}
+    ab.run_ab(ab.AbOptions(run_opts, "a", "b", rounds=5, stop_rule=rule, stop_design=DESIGN.describe()), environments=envs)
+    assert told and set(told) == {differs}
+
+
 def test_ab_without_a_rule_runs_every_round(tmp_path, monkeypatch):
     import harness.experiments.ab as ab
     from harness.run.runner import RunOptions

@@ -93,6 +93,18 @@ def test_history_costs_balance_the_shards(tmp_path):
         apply_shard(cases, "1/2", str(tmp_path / "nope.sqlite"), db)
 
 
+def test_a_derived_eager_records_wall_is_not_taken_for_the_cases_cost(tmp_path):
+    """A derived record's worker wall is the derivation's microseconds: costing the eager case
+    by it would treat a process of its own (--no-eager-from-twin, a fallback) as free."""
+    eager = _case("w0")
+    db = tmp_path / "history.sqlite"
+    with HistoryStore(db) as store:
+        store.ingest(_run("own", [Record(eager, "ok", metrics={"speedup": 1.0}, worker={"wall_s": 40.0})]))
+        store.ingest(_run("derived", [Record(eager, "ok", metrics={"speedup": 1.0},
+                                              worker={"wall_s": 1.2e-05, "start": "derived", "from_case": "x"})]))
+    assert history_costs(db) == {eager.case_id: 40.0}
+
+
 def _shard_runs(n: int = 3) -> tuple[list[Case], list[Run]]:
     cases = [_case(f"w{i}") for i in range(7)]
     runs = []

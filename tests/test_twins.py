@@ -82,9 +82,13 @@ def test_without_inductor_any_compiled_config_is_the_twin():
 
 
 def test_no_twin_no_derivation():
-    cases = [case("forward", "eager"), case("forward", "inductor", bs=2), case("forward", "inductor", device="cuda:1"),
-             case("forward", "inductor", options=(("resolution", 512),)), case("forward", "inductor", workload="v")]
+    eager = case("forward", "eager")
+    cases = [eager, case("forward", "inductor", bs=2), case("forward", "inductor", device="cuda:1"),
+             case("forward", "inductor", options=(("resolution", 512),)), case("forward", "inductor", workload="v"),
+             Case("w", "forward", "inductor", "cuda", "float16", 1, "full", "gpu", ()),  # another dtype
+             Case("w", "forward", "inductor", "cuda", "bfloat16", 1, "tiny", "gpu", ())]  # another size
     assert plan(cases).sources == {}
+    assert plan([eager, Case("w", "forward", "inductor", "cuda", "bfloat16", 1, "full", "gpu", ())]).sources  # the same
 
 
 def test_cpu_and_sampled_mps_keep_the_eager_case_unless_the_test_hook_says_so():
@@ -165,6 +169,42 @@ def test_derived_record_is_the_twins_eager_block_under_the_eager_case():
                                          "ran_own_process": {}}
 
 
+def test_what_a_twin_says_of_its_compile_stays_with_the_twin():
+    """The runner's notes about the twin's trace and cache folder, its compile metrics and
+    Inductor's CPU ISA probe describe the compiled variant: a derived record has none of them."""
+    eager_case, twin_case = case("prefill", "eager"), case("prefill", "inductor")
+    twin = twin_record(twin_case)
+    twin.notes += ["mode=max-autotune: x", "trace: trace t.log truncated from 90.0 MB to 64.0 MB",
+                   "warm_trace: tlparse not installed", "part of this case's Inductor cache went to the fork server's x"]
+    twin.metrics.update({"isa_probe_s": 0.1, "cpu_vec_isa": "avx2", "isa_probe_cached": True, "compile_gc": {"seconds": 1},
+                         "cache_layers": {}, "compile_cpu_s": 3.0, "trace": {"dir": "x"}, "warm_compile": {}})
+    twin.metrics["memory_rounds"] = {"scope": "last_warmup", "reads": {"eager": 1, "compiled": 1},
+                                     "spent_s": {"eager": 0.1, "compiled": 0.2}}
+    derived = plan([eager_case, twin_case]).take(eager_case, {twin_case.case_id: twin})
+    assert derived.notes[1:] == ["prefill: logits of the last position only"], derived.notes
+    for key in ("isa_probe_s", "cpu_vec_isa", "isa_probe_cached", "compile_gc", "cache_layers", "compile_cpu_s", "trace",
+                "warm_compile"):
+        assert key not in derived.metrics, key
+    assert derived.metrics["memory_rounds"] == {"scope": "last_warmup", "reads": {"eager": 1}, "spent_s": {"eager": 0.1},
+                                                "from_case": twin_case.case_id}
+
+
+def test_compare_says_when_an_eager_figure_changed_source():
+    """An own-process eager record against a derived one: compare flags the change of source
+    (its peak held the twin's process, its latency that process's host speed)."""
+    from harness.analysis.compare import compare_case
+    from harness.analysis.thresholds import ThresholdConfig
+
+    eager_case, twin_case = case("prefill", "eager"), case("prefill", "inductor")
+    own = Record(eager_case, "ok", eager=eager_block(0.002, 15_000 << 20), metrics={"latency_s": 0.002})
+    derived = plan([eager_case, twin_case]).take(eager_case, {twin_case.case_id: twin_record(twin_case)})
+    thresholds = ThresholdConfig().for_case(eager_case.case_id, eager_case.workload, eager_case.suite)
+    flagged = compare_case(eager_case.case_id, [own], [derived], thresholds)
+    assert any(f.startswith("eager figures derived from a compiled twin's process in head") for f in flagged.flags)
+    same = compare_case(eager_case.case_id, [derived], [derived], thresholds)
+    assert not any("derived from a compiled twin" in f for f in same.flags)
+
+
 def test_derived_record_keeps_only_the_twins_eager_warm_up_calls():
     """metrics.warmup of a derived record: the eager variant's calls and the rounds that process
     made (from both variants' first round), stamped with the case they came from."""
@@ -203,6 +243,7 @@ def test_a_stateful_scenario_with_its_compiled_state_deferred_derives_its_peak_f
     assert derived.eager.memory_source == "first_call" and derived.eager.samples_s == twin.eager.samples_s
     assert derived.metrics["eager_first_call_memory"] == twin.metrics["eager_first_call_memory"]
     assert "first_call_memory" not in derived.metrics
+    assert "memory_rounds" not in derived.metrics  # the twin's rounds held its KV cache: not where this peak came from
     assert derived.notes[0].endswith("peak memory from that process's eager first call, before its compile, plus the output kept from that call (held at every later read)")
     again = Record.from_dict(json.loads(json.dumps(derived.to_dict())))
     assert again.eager.memory_source == "first_call" and again.eager.peak_memory_bytes == (14_990 << 20) + 257_024

@@ -78,7 +78,7 @@ from harness.analysis.thresholds import (
 from harness.analysis.verdicts import DEFAULT_FAIL_ON, VERDICT_ORDER, Verdict, worst
 from harness.measure.contention import contention_block
 from harness.measure.probe import MIN_SAMPLES as MIN_PROBE_SAMPLES
-from harness.model.schema import Record, Run, RunFileError
+from harness.model.schema import TORCH_FIELDS, Record, Run, RunFileError
 
 __all__ = [
     # this module's own
@@ -108,7 +108,6 @@ CONTENDED_METRICS = ("latency", "speedup")
 # environment fields that make a comparison meaningless when they differ
 HARDWARE_FIELDS = ("machine", "cpu_model", "device names")
 # the torch build: a probe set that calls torch (probe_uses_torch) is trusted only when they agree
-TORCH_FIELDS = ("torch_version", "torch_git", "torch_cuda", "torch_hip")
 COMPILER_FIELDS = ("torch_version", "torch_git", "torch_cuda", "torch_hip", "packages.triton", "packages.pytorch-triton")
 
 
@@ -185,7 +184,17 @@ def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds
         if p is not None:
             pending.append(p)
     result.eager_change = _eager_change(base, head, probe)
+    sides = [side for side, records in (("base", base), ("head", head)) if any(map(_derived_eager, records))]
+    if len(sides) == 1:  # a figure's source changed, not necessarily the code (docs/RESULTS.md, Eager figures)
+        result.flags.append(f"eager figures derived from a compiled twin's process in {sides[0]}, from the case's own "
+                            "process in the other side: peak memory and latency compare across that change")
     return result, pending
+
+
+def _derived_eager(record: Record) -> bool:
+    """Taken from a compiled twin's eager block (harness/run/twins.py), not run in a process of its own."""
+    source = (record.metrics or {}).get("eager_source")
+    return isinstance(source, Mapping) and bool(source.get("from_case"))
 
 
 def _eager_change(base: list[Record], head: list[Record], probe: MachineProbe | None) -> float | None:

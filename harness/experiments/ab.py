@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.measure.timing import StopPolicy
-from harness.model.schema import Case, Record, Run, RunFileError, save_run
+from harness.model.schema import Case, Record, Run, RunFileError, save_run, torch_builds_differ
 from harness.run.forkserver import open_pool, preloaded_workers
 from harness.run.journal import Journal, ResumeError, check_environment, read_journal
 from harness.run.runner import (
@@ -321,10 +321,8 @@ def _still_measured(active: list[Case], runs: Mapping[str, list[Run]], rounds: i
     """The cases that need another round: the stop rule has not decided them yet."""
     if rule is None:
         return active
-    from harness.analysis.compare import TORCH_FIELDS, environment_mismatches
-
     # as compare decides it, so the rule normalises latency exactly when the gate will
-    torch_differs = bool(environment_mismatches(runs["base"], runs["head"], TORCH_FIELDS))
+    torch_differs = torch_builds_differ([r.environment for r in runs["base"]], [r.environment for r in runs["head"]])
     keep = []
     for case in active:
         base, head = (_records_of(runs[side], case) for side in SIDES)

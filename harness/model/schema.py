@@ -11,7 +11,7 @@ import copy
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,14 @@ from harness.model.payloads import expect as _expect
 SCHEMA_VERSION = 1
 
 STATUSES = ("ok", "fail_accuracy", "fail_compile", "fail_run", "oom", "timeout", "crashed", "skipped")
+# a run environment's fields that name its torch build: two runs differ in torch when any differs
+TORCH_FIELDS = ("torch_version", "torch_git", "torch_cuda", "torch_hip")
+
+
+def torch_builds_differ(base: Sequence[Mapping[str, Any]], head: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the environments of two sides (or of one side's runs) hold more than one torch build."""
+    builds = {tuple(repr(env.get(name)) for name in TORCH_FIELDS) for env in (*base, *head)}
+    return len(builds) > 1
 
 
 class RunFileError(UserError, ValueError):

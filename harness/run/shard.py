@@ -190,6 +190,8 @@ def history_costs(db_path: str | Path, case_ids: Sequence[str] | None = None, *,
         rows = conn.execute(
             "SELECT case_id, json_extract(record_json, '$.worker.wall_s') FROM records "
             "WHERE json_extract(record_json, '$.worker.wall_s') IS NOT NULL"
+            # a derived eager record's wall is the derivation's microseconds, not what the case costs in a process
+            " AND coalesce(json_extract(record_json, '$.worker.start'), '') != 'derived'"
             + ("" if pooled else " AND json_extract(record_json, '$.worker.gpu') IS NULL")
         ).fetchall()
     except sqlite3.Error as exc:

@@ -63,10 +63,12 @@ _COMPILED_ONLY = frozenset(f.name for group in (CompileStats, Speedup) for f in 
     "phase_s", "eager_throughput", "latency_s", "throughput", "accuracy",
 }
 _COMPILED_ONLY_PREFIXES = ("compile", "warm_", "trace", "graph_break", "outside_graphs", "cache", "ops_per_graph",
-                           "structured_logging")
-# notes a compiled case adds after the scenario's own (harness/measure/worker.py, compiler/effects.py)
+                           "structured_logging", "isa_probe", "cpu_vec_isa")  # the ISA probe: Inductor's, CPU only
+# notes a compiled case adds after the scenario's own (harness/measure/worker.py, compiler/effects.py) and the
+# runner adds about its compile (run/traces.py: "trace: ...", "warm_trace: ..."; the cache folder's)
 _COMPILED_NOTE_PREFIXES = ("CUDA graphs were skipped", "mode=", "regional:", "compiled in place",
-                           "graph-break cost pass", "warm compile")
+                           "graph-break cost pass", "warm compile", "trace: ", "warm_trace: ",
+                           "part of this case's Inductor cache")
 
 
 def group_key(case: Case) -> tuple[Any, ...]:
@@ -277,7 +279,9 @@ def derive(case: Case, twin: Record, wall_s: float = 0.0, first_call_peak: bool 
     metrics["throughput"] = (float(units) / eager.median) if units else None
     metrics["eager_source"] = {"from_case": twin.case_id, "twin_pid": (twin.worker or {}).get("pid"),
                                "twin_wall_s": (twin.worker or {}).get("wall_s")}
-    if isinstance(metrics.get(MEMORY_ROUNDS_KEY), Mapping):
+    if first_call_peak:  # the peak is the first call's: the twin's rounds held the compiled state, not this case's
+        metrics.pop(MEMORY_ROUNDS_KEY, None)
+    elif isinstance(metrics.get(MEMORY_ROUNDS_KEY), Mapping):
         metrics[MEMORY_ROUNDS_KEY] = eager_rounds(metrics[MEMORY_ROUNDS_KEY], twin.case_id)
     if isinstance(metrics.get(WARMUP_KEY), Mapping):
         metrics[WARMUP_KEY] = eager_warmup(metrics[WARMUP_KEY], twin.case_id)
