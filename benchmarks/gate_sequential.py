@@ -39,7 +39,7 @@ from gate_error_rates import KIND_ENV, RUNTIME_METRICS, cli_compare  # noqa: E40
 
 from harness.analysis.sequential import SequentialDesign, case_decision, operating_characteristics  # noqa: E402
 from harness.analysis.thresholds import ThresholdConfig  # noqa: E402
-from harness.model.schema import load_run  # noqa: E402
+from harness.model.schema import load_run, torch_builds_differ  # noqa: E402
 
 STUDY = ROOT / "results" / "baselines" / "cpu2core-2026-11-30" / "measurements"
 
@@ -76,12 +76,14 @@ def replay_session(session: Path, design_for: int | None = None) -> dict[str, An
     fixed = _prefix_gate(session, rounds, metrics)
     stop_at, why = rounds, "reached the last round"
     case_ids = sorted({r.case_id for run in runs["base"] for r in run.records})
+    # as `ab` tells its rule: the probe normalises latency exactly when the gate will
+    torch_differs = torch_builds_differ([r.environment for r in runs["base"]], [r.environment for r in runs["head"]])
     for k in design.interim_looks:
         reasons = []
         for case_id in case_ids:
             base = [r for run in runs["base"][:k] for r in run.records if r.case_id == case_id]
             head = [r for run in runs["head"][:k] for r in run.records if r.case_id == case_id]
-            reason = case_decision(base, head, config, design, gated) if base and head else None
+            reason = case_decision(base, head, config, design, gated, torch_differs) if base and head else None
             if reason is None:
                 break
             reasons.append(reason)
