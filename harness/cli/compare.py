@@ -63,15 +63,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "cached venvs); different torch versions are the point, so they are not refused")
     p.add_argument("--resume", metavar="AB_ID", help="finish an interrupted session (a CI job that timed out, "
                    "Ctrl-C) from its journal (OUT/ab/AB_ID/journal.jsonl): runs only the side-rounds it lacks, with "
-                   "the session's own sides, selection and rounds, then compares as usual")
+                   "the session's own sides, selection, rounds, stop policy and stop rule (other --thresholds or "
+                   "--metric are refused), then compares as usual")
     p.add_argument("--rounds", type=int, default=None, help="processes per case and side (default 8: the setup "
                    "whose error rates docs/GATING.md measured, 0 false failures in 20 A/A sessions and every +15%% "
                    "slowdown caught; 4 is the floor of the per-process test)")
     p.add_argument("--adaptive", action=argparse.BooleanOptionalAction, default=None,
                    help="stop measuring a case once its verdict is decided (a group-sequential rule, "
                         "docs/GATING.md 'Adaptive rounds'), up to --rounds; the gate judges the rounds measured "
-                        "(default on: 40 real sessions gave the fixed rounds' exit code every time with 5-6 "
-                        "processes per side instead of 8); --no-adaptive measures every round")
+                        "(default on: 64 real sessions gave the fixed rounds' exit code every time, with 5-6 "
+                        "processes per side instead of 8 on a quiet box, 7-8 on a noisier one); --no-adaptive "
+                        "measures every round")
     p.add_argument("--base-env", action="append", default=[], metavar="KEY=VALUE", help="env var for base workers")
     p.add_argument("--head-env", action="append", default=[], metavar="KEY=VALUE", help="env var for head workers")
     selection_options(p)
