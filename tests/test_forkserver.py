@@ -174,6 +174,16 @@ def segfault(ctx):
 @workload("fs-hang", batch_size=2, scenarios=("forward",), sizes=("tiny",))
 def hang(ctx):
     time.sleep(600)
+
+@workload("fs-kill-server", batch_size=2, scenarios=("forward",), sizes=("tiny",))
+def kill_server(ctx):
+    """the fork server dies under its case (an OOM killer's choice, a stray kill)"""
+    os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(600)
+
+@workload("fs-ok", batch_size=2, scenarios=("forward",), sizes=("tiny",))
+def ok(ctx):
+    return linear(ctx)
 '''
 
 
@@ -198,6 +208,26 @@ def test_a_forked_case_keeps_its_isolation(tmp_path, monkeypatch):
     assert by["fs-segfault"].worker["returncode"] == -11
     assert by["fs-hang"].status == "timeout"
     assert time.monotonic() - started < 120
+
+
+@pytest.mark.slow
+def test_a_server_that_dies_under_its_case_costs_that_case_only(tmp_path, monkeypatch):
+    """The case is recorded (crashed, with a note naming the server's death) and the run goes
+    on: the next case is spawned, as from any broken server."""
+    faults = tmp_path / "fs_faults.py"
+    faults.write_text(FAULTS)
+    monkeypatch.setenv("CB_TEST_PIDS", str(tmp_path / "pids.txt"))
+    opts = runner.RunOptions(workloads=["fs-kill-server", "fs-ok"], workload_files=[str(faults)], compilers=["eager"],
+                             devices=["cpu"], out_dir=str(tmp_path / "out"), ingest=False, policy=POLICY, timeout_s=60,
+                             override_workloads=True)  # the isolation test may have registered this file's names
+    started = time.monotonic()
+    by = {r.case.workload: r for r in runner.execute(opts).records}
+    assert by["fs-kill-server"].status == "crashed" and by["fs-kill-server"].worker["start"] == "preloaded"
+    assert by["fs-kill-server"].worker["returncode"] == -9 and "fork server exited" in by["fs-kill-server"].worker["server_died"]
+    assert any("exited while it ran" in n for n in by["fs-kill-server"].notes)
+    assert by["fs-ok"].status == "ok" and by["fs-ok"].worker["start"] == "spawn"
+    assert "fork server unusable" in by["fs-ok"].worker["start_note"]
+    assert time.monotonic() - started < 50  # not the case's 60 s timeout: the death is seen at once
 
 
 def test_only_the_runner_starts_worker_processes():
@@ -403,3 +433,17 @@ def test_a_gpu_case_forks_unless_gpu_preloading_is_turned_off(monkeypatch):
     monkeypatch.delenv(forkserver.GPU_PRELOAD_ENV)  # the default: GPU cases fork too
     server, start = runner._server_for(spec, sys.executable, {}, None)
     assert isinstance(server, Server) and start == {"start": "preloaded"}
+
+
+def test_a_forked_case_draws_fresh_numpy_randomness():
+    """Cases forked from one server would otherwise continue its one numpy state, each the
+    same numbers; a spawned worker starts from fresh entropy (Python's random is reseeded at
+    fork by CPython; torch is seeded by the worker)."""
+    import numpy
+
+    from harness.run.forkserver import fresh_random_state
+
+    numpy.random.seed(1)
+    state = numpy.random.get_state()[1].copy()
+    fresh_random_state()
+    assert not (numpy.random.get_state()[1] == state).all()

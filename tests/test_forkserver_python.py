@@ -78,6 +78,19 @@ def test_a_side_whose_server_cannot_start_is_spawned_and_says_why(tmp_path):
     assert server["broken"] and server["python"] == wrapper
 
 
+@pytest.mark.slow
+def test_an_interpreter_that_prints_to_stdout_is_spawned_and_says_why(tmp_path):
+    """A wrapper that says something on stdout before exec (an activation script): the server's
+    control pipe carries it, so the side is spawned, with the line named, not a crashed run."""
+    script = tmp_path / "python-chatty"
+    script.write_text(f'#!/bin/sh\necho "activating env"\nexec "{sys.executable}" "$@"\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    _, head_runs = _ab(tmp_path, sys.executable, str(script))
+    (record,) = head_runs[0].records
+    assert record.status == "ok", record.error
+    assert record.worker["start"] == "spawn" and "activating env" in record.worker["start_note"]
+
+
 def env_setting_wrapper(where: Path) -> str:
     """An interpreter that sets a variable before Python starts (a conda activation shim):
     a spawned worker sees it, a forked case would get the runner's environment instead."""

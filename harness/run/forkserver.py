@@ -59,6 +59,7 @@ import json
 import os
 import secrets
 import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -446,6 +447,7 @@ def _child(request: dict[str, Any], ctrl: Sequence[int], sync_w: int, server_pid
         os.environ.update(request["env"])
         os.environ[PARENT_ENV] = str(server_pid)  # for die_with_parent: the server is this process's parent
         repoint_caches()
+        fresh_random_state()
         map_file_pages(file_pages)  # the server's library pages, in this RSS as in a spawned worker's
         # the server's anonymous pages, this process's own (no copy-on-write faults in its compile)
         from harness.measure.spec import OWNED_PAGES_ENV
@@ -465,6 +467,16 @@ def _child(request: dict[str, Any], ctrl: Sequence[int], sync_w: int, server_pid
         traceback.print_exc()
     finally:
         exit_now(code)
+
+
+def fresh_random_state() -> None:
+    """numpy's global generator from fresh entropy, as a spawned worker starts with it: forked
+    cases would otherwise all continue the server's one state (Python's `random` is reseeded
+    at fork by CPython itself; torch's is seeded by the worker). The string-hash salt cannot be
+    changed after start: every case of one server shares it (docs/RELIABILITY.md)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
 
 
 def exit_now(code: int) -> None:
@@ -583,6 +595,7 @@ class ForkedWorker:
     def __init__(self, server: ForkServer, pid: int) -> None:
         self.server, self.pid = server, pid
         self.returncode: int | None = None
+        self.server_died: str | None = None  # why, when the server exited while this worker ran
 
     def poll(self) -> int | None:
         with self.server.read_lock:
@@ -599,7 +612,16 @@ class ForkedWorker:
         return self.returncode
 
     def _read(self, timeout: float | None) -> None:
-        message = self.server.receive(timeout)
+        try:
+            message = self.server.receive(timeout)
+        except ForkServerError as exc:
+            # the server died under its case: the case died with it (its parent-death signal is
+            # SIGKILL), which is the case's outcome, recorded as data; the server is broken, so
+            # later cases spawn (the run goes on)
+            self.server_died = str(exc)
+            self.returncode = -signal.SIGKILL
+            self.server.busy.release()
+            return
         if message is None:
             return
         if message.get("pid") != self.pid or "returncode" not in message:
@@ -676,7 +698,15 @@ class ForkServer:
                 raise ForkServerError(self.broken)
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
-        return json.loads(line)
+        try:
+            message = json.loads(line)
+        except ValueError:  # something else wrote to the server's stdout (a wrapper script, a .pth)
+            message = None
+        if not isinstance(message, dict):
+            self.broken = (f"fork server's control pipe carried {line[:200].decode('utf-8', 'replace')!r}, not a "
+                           "message: its interpreter or a wrapper writes to stdout")
+            raise ForkServerError(self.broken)
+        return message
 
     def cache_leak(self) -> list[str]:
         """What the cases forked so far wrote into the folder the server imported under."""

@@ -242,7 +242,7 @@ def _kill_tree(proc: Any) -> None:
         pass
     try:
         proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
+    except Exception:  # noqa: BLE001 - a timeout, or a forked worker's server gone: killed either way
         pass
 
 
@@ -385,6 +385,8 @@ def launch(spec: WorkerSpec, tmp: Path, name: str, cache_dir: Path, timeout_s: f
         escaped = _sweep(token, proc.pid, server)  # and so do descendants that called setsid()
     if server is not None and start.get("start") == "preloaded":
         start = {**start, **_cache_leak(server)}
+        if getattr(proc, "server_died", None):
+            start = {**start, "server_died": str(proc.server_died)[:300]}
     logs = {"stdout": log_tail(stdout_path), "stderr": log_tail(stderr_path)}
     return Outcome(proc.returncode, timed_out, out_path, logs, time.monotonic() - started, start, escaped)
 
@@ -418,6 +420,9 @@ def _run_process(case: Case, spec: WorkerSpec, tmp: Path, name: str, cache_dir: 
     if outcome.start.get("server_cache_written"):
         record.notes.append("part of this case's Inductor cache went to the fork server's import-time folder, "
                             "not the case's own; later cases of that server were spawned")
+    if outcome.start.get("server_died"):
+        record.notes.append("the fork server this case was forked from exited while it ran, and the case was killed "
+                            "with it; later cases of that server were spawned")
     if outcome.escaped:
         record.worker["escaped_processes_killed"] = len(outcome.escaped)
         record.notes.append(f"{len(outcome.escaped)} process(es) left behind by the worker outside its session were killed")
