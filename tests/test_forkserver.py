@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -383,6 +384,10 @@ def test_the_isa_probe_runs_with_nvml_availability_checks(tmp_path, monkeypatch)
 
     monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
     monkeypatch.setattr(forkserver, "warm_isa", fake_probe)
+    # the preload points the cache variable at a sentinel folder of its own and unsets it after:
+    # this session's value comes back at teardown, and the folder lands under tmp_path
+    monkeypatch.setenv(forkserver.CACHE_ENV, os.environ.get(forkserver.CACHE_ENV, str(tmp_path / "cache")))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     info = forkserver._serve_preload(str(tmp_path), modules=["json"])
     assert seen["nvml"] == "1" and info["isa_probe"]["isa"] == "fake"
     assert "PYTORCH_NVML_BASED_CUDA_CHECK" not in os.environ  # restored for the cases
