@@ -78,7 +78,7 @@ from harness.analysis.thresholds import (
 from harness.analysis.verdicts import DEFAULT_FAIL_ON, VERDICT_ORDER, Verdict, worst
 from harness.measure.contention import contention_block
 from harness.measure.probe import MIN_SAMPLES as MIN_PROBE_SAMPLES
-from harness.model.schema import TORCH_FIELDS, Record, Run, RunFileError
+from harness.model.schema import TORCH_FIELDS, Record, Run, RunFileError, torch_builds_differ
 
 __all__ = [
     # this module's own
@@ -184,17 +184,13 @@ def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds
         if p is not None:
             pending.append(p)
     result.eager_change = _eager_change(base, head, probe)
-    sides = [side for side, records in (("base", base), ("head", head)) if any(map(_derived_eager, records))]
+    from harness.run.twins import is_derived
+
+    sides = [side for side, records in (("base", base), ("head", head)) if any(map(is_derived, records))]
     if len(sides) == 1:  # a figure's source changed, not necessarily the code (docs/RESULTS.md, Eager figures)
         result.flags.append(f"eager figures derived from a compiled twin's process in {sides[0]}, from the case's own "
                             "process in the other side: peak memory and latency compare across that change")
     return result, pending
-
-
-def _derived_eager(record: Record) -> bool:
-    """Taken from a compiled twin's eager block (harness/run/twins.py), not run in a process of its own."""
-    source = (record.metrics or {}).get("eager_source")
-    return isinstance(source, Mapping) and bool(source.get("from_case"))
 
 
 def _eager_change(base: list[Record], head: list[Record], probe: MachineProbe | None) -> float | None:
@@ -450,7 +446,7 @@ def compare_runs(base: Sequence[Run], head: Sequence[Run], config: ThresholdConf
             "base and head differ in " + "; ".join(mismatches) + " (pass --allow-mismatch to compare anyway)")
     if mismatches:
         warnings.append("COMPARING ACROSS DIFFERENT ENVIRONMENTS: " + "; ".join(mismatches))
-    torch_differs = bool(environment_mismatches(base, head, TORCH_FIELDS))
+    torch_differs = torch_builds_differ([r.environment for r in base], [r.environment for r in head])
     bmap, hmap = group_records(base), group_records(head)
     ids = sorted(set(bmap) | set(hmap))
     cases, pending, case_thresholds = [], [], []

@@ -299,22 +299,22 @@ def eager_rounds(rounds: Mapping[str, Any], twin_id: str) -> dict[str, Any]:
     """A derived record's `memory_rounds`: the twin's reads of its eager variant only (the
     rounds the copied eager peak came from), stamped `from_case` so no reader takes them for
     rounds the eager case ran itself; the compiled variant's reads are dropped."""
-    out = {k: v for k, v in rounds.items() if k not in ("reads", "spent_s")}
-    for key in ("reads", "spent_s"):
-        per_variant = rounds.get(key)
-        if isinstance(per_variant, Mapping):
-            out[key] = {name: v for name, v in per_variant.items() if name == EAGER_VARIANT}
-    out["from_case"] = twin_id
-    return out
+    return _eager_variant_only(rounds, ("reads", "spent_s"), twin_id)
 
 
 def eager_warmup(warmup: Mapping[str, Any], twin_id: str) -> dict[str, Any]:
     """A derived record's `warmup`: the twin's rounds (chosen from both variants' first round,
     as that process made them) and its eager variant's calls only, stamped `from_case`."""
-    out = {k: v for k, v in warmup.items() if k != "calls_s"}
-    calls = warmup.get("calls_s")
-    if isinstance(calls, Mapping):
-        out["calls_s"] = {name: v for name, v in calls.items() if name == EAGER_VARIANT}
+    return _eager_variant_only(warmup, ("calls_s",), twin_id)
+
+
+def _eager_variant_only(block: Mapping[str, Any], per_variant: Sequence[str], twin_id: str) -> dict[str, Any]:
+    """`block` with each per-variant entry of `per_variant` cut to the eager variant's, plus `from_case`."""
+    out = {k: v for k, v in block.items() if k not in per_variant}
+    for key in per_variant:
+        values = block.get(key)
+        if isinstance(values, Mapping):
+            out[key] = {name: v for name, v in values.items() if name == EAGER_VARIANT}
     out["from_case"] = twin_id
     return out
 
