@@ -3,12 +3,15 @@ in as a spawned one, and the runner says which path each case took."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -185,6 +188,19 @@ def kill_server(ctx):
 @workload("fs-ok", batch_size=2, scenarios=("forward",), sizes=("tiny",))
 def ok(ctx):
     return linear(ctx)
+
+@workload("fs-hang-tell", batch_size=2, scenarios=("forward",), sizes=("tiny",))
+def hang_tell(ctx):
+    """hangs, having said who its parent is (the fork server, which the test stops)"""
+    with open(PIDS, "a") as fh:
+        fh.write(f"server {os.getppid()}\\n")
+    time.sleep(600)
+
+@workload("fs-ok-tell", batch_size=2, scenarios=("forward",), sizes=("tiny",))
+def ok_tell(ctx):
+    with open(PIDS, "a") as fh:
+        fh.write("ok\\n")
+    return linear(ctx)
 '''
 
 
@@ -229,6 +245,51 @@ def test_a_server_that_dies_under_its_case_costs_that_case_only(tmp_path, monkey
     assert by["fs-ok"].status == "ok" and by["fs-ok"].worker["start"] == "spawn"
     assert "fork server unusable" in by["fs-ok"].worker["start_note"]
     assert time.monotonic() - started < 50  # not the case's 60 s timeout: the death is seen at once
+
+
+@pytest.mark.slow
+def test_a_killed_worker_its_server_never_reaps_breaks_that_server_not_the_run(tmp_path, monkeypatch):
+    """A stopped server (as one whose killed worker sits in uninterruptible sleep) never sends
+    the worker's returncode: the next case's start waits REAP_WAIT_S for it, then spawns that
+    case and says why, instead of waiting on the server's busy lock for ever."""
+    faults = tmp_path / "fs_faults.py"
+    faults.write_text(FAULTS)
+    pids = tmp_path / "pids.txt"
+    monkeypatch.setenv("CB_TEST_PIDS", str(pids))
+    monkeypatch.setattr(forkserver, "REAP_WAIT_S", 1.0)
+    stopped: list[int] = []
+
+    def stop_the_server_then_resume_it():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            lines = pids.read_text().split("\n") if pids.exists() else []
+            servers = [int(line.split()[1]) for line in lines if line.startswith("server ")]
+            if servers and not stopped:
+                os.kill(servers[0], signal.SIGSTOP)  # the hang's worker becomes a zombie nobody reaps
+                stopped.append(servers[0])
+            if stopped and "ok" in lines:  # the next case runs, spawned: let the server exit at close
+                os.kill(stopped[0], signal.SIGCONT)
+                return
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=stop_the_server_then_resume_it, daemon=True)
+    watcher.start()
+    opts = runner.RunOptions(workloads=["fs-hang-tell", "fs-ok-tell"], workload_files=[str(faults)],
+                             compilers=["eager"], devices=["cpu"], out_dir=str(tmp_path / "out"), ingest=False,
+                             policy=POLICY, timeout_s=4, override_workloads=True)
+    started = time.monotonic()
+    try:
+        by = {r.case.workload: r for r in runner.execute(opts).records}
+    finally:
+        watcher.join(timeout=5)
+        for pid in stopped:  # never leave a stopped process behind, whatever failed
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    assert stopped, "the hanging case never said who its server was"
+    assert by["fs-hang-tell"].status == "timeout" and by["fs-hang-tell"].worker["start"] == "preloaded"
+    assert by["fs-ok-tell"].status == "ok" and by["fs-ok-tell"].worker["start"] == "spawn"
+    assert "was not reaped" in by["fs-ok-tell"].worker["start_note"], by["fs-ok-tell"].worker
+    assert time.monotonic() - started < 90
 
 
 def test_only_the_runner_starts_worker_processes():
@@ -382,7 +443,7 @@ def test_the_isa_probe_runs_with_nvml_availability_checks(tmp_path, monkeypatch)
         seen["nvml"] = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
         return {"isa": "fake", "seconds": 0.0, "cached": False}
 
-    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
+    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)  # set or not, the probe must set it
     monkeypatch.setattr(forkserver, "warm_isa", fake_probe)
     # the preload points the cache variable at a sentinel folder of its own and unsets it after:
     # this session's value comes back at teardown, and the folder lands under tmp_path

@@ -84,6 +84,10 @@ PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "transformers
 ESSENTIAL = frozenset({"torch", "harness.measure.worker"})
 MAX_RESTARTS = 4  # each skipped module costs one more import pass, once per run
 READY_TIMEOUT_S = 600.0
+# how long a start waits for the server to reap the case before (its worker was killed: the
+# runner's _kill_tree waited 10 s already); a worker that is never reaped (stuck in
+# uninterruptible sleep on a hung device or file system) breaks that server instead of the run
+REAP_WAIT_S = 30.0
 NO_PRELOAD_ENV = "COMPILEBENCH_NO_PRELOAD"
 # GPU cases fork like CPU ones unless this is 0. On an H200 (2026-12-01, torch 2.11) forked
 # mlp-deep forward cases' Inductor phase had taken 1.23-1.46 s (5 processes) against 0.54-0.84 s
@@ -645,7 +649,8 @@ class ForkServer:
                                      stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.log, env=self.env, cwd=cwd,
                                      start_new_session=True)
-        self.busy = threading.Lock()  # one case at a time
+        self.busy = threading.Lock()  # one case at a time: held from start until the case's returncode arrives
+        self.current: ForkedWorker | None = None
         self.read_lock = threading.Lock()
         self._buffer = b""
         self.info: dict[str, Any] = {}
@@ -665,7 +670,7 @@ class ForkServer:
 
     def start(self, argv: Sequence[str], env: Mapping[str, str], stdout: Path, stderr: Path,
               memory_cap: int | None) -> ForkedWorker:
-        self.busy.acquire()
+        self._claim()
         try:
             assert self.proc.stdin is not None
             self.proc.stdin.write((json.dumps({"argv": list(argv), "env": dict(env), "stdout": str(stdout),
@@ -680,7 +685,28 @@ class ForkServer:
             self.busy.release()
             self.broken = f"fork server gave no pid ({message})"
             raise ForkServerError(self.broken)
-        return ForkedWorker(self, int(message["pid"]))
+        self.current = ForkedWorker(self, int(message["pid"]))
+        return self.current
+
+    def _claim(self) -> None:
+        """Take `busy` for a new case. The runner waits for each worker before it starts the
+        next (one server per environment, so per --gpus slot too), so `busy` is only still
+        held when the last worker was killed and the server has not reaped it yet: its
+        returncode is read here, for up to REAP_WAIT_S, and a worker that is never reaped
+        makes the server unusable (ForkServerError: the case is spawned) instead of a hang."""
+        if self.busy.acquire(blocking=False):
+            return
+        last = self.current
+        if last is not None:
+            try:
+                last.wait(REAP_WAIT_S)
+            except (subprocess.TimeoutExpired, ForkServerError):
+                pass
+        if not self.busy.acquire(timeout=1.0):
+            pid = last.pid if last is not None else "?"
+            self.broken = (f"its last case's worker (pid {pid}) was not reaped {REAP_WAIT_S:g}s after it was "
+                           "killed (a process in uninterruptible sleep?)")
+            raise ForkServerError(self.broken)
 
     def receive(self, timeout: float | None) -> dict[str, Any] | None:
         """The next message, or None when `timeout` passes first; EOF is a ForkServerError."""
