@@ -27,7 +27,7 @@
 #           measured by the eleventh session (results/baselines/h200-2026-12-03c/)
 #   timmtrain the timm suite's train steps, the same models in the same order and chunks (TIMM_FROM,
 #           TIMM_TO, TIMM_K); none measured on the H200 yet
-#   hftrain the hf train steps from line HF_FROM (default 31: after the thirteenth session's) of hf_train_order.txt on, K a run
+#   hftrain the hf train steps from line HF_FROM (default 34: after the fourteenth session's chunk) of hf_train_order.txt on, K a run
 #           (ordered_chunks.sh), CASE_TIMEOUT_S (default 900) a case
 # Dry run on CPU: BENCH_RUN_CMD="python3 -m harness run --suite smoke -w mlp-classic --out /tmp/x/bench/results" \
 #   RUN_CMD="bash benchmarks/gpu/device_chain.sh" STEPS="bench resume hftrain" DEVICE=cpu EXTRA="--size tiny" HF_FROM=16 HF_TO=17 RESUME_DIRS= DIR=/tmp/x bash $0
@@ -36,8 +36,9 @@ DIR="${DIR:?}"
 SITE="${SITE:-/tmp/site}"
 PY="${PYTHON:-python3}"
 STEPS="${STEPS:-resume hftrain timmtrain}"
-# cut chunks of earlier sessions (each runs/ holds a journal), in turn: the thirteenth session's (Qwen3-0.6B train)
-RESUME_DIRS="${RESUME_DIRS-results/baselines/h200-2026-12-03e/hf-train/chunk-2}"
+# cut chunks of earlier sessions (each runs/ holds a journal), in turn: the fourteenth session's (hf train lines
+# 31-33: BlenderbotForCausalLM done, BlenderbotForConditionalGeneration's inductor case and DebertaV2's two left)
+RESUME_DIRS="${RESUME_DIRS-results/baselines/h200-2026-12-03f/hf-train/chunk-1}"
 mkdir -p "$DIR"
 [ -d "$SITE" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
   .whl/diffusers-*.whl .whl/ruptures-*.whl .whl/importlib_metadata-*.whl .whl/zipp-*.whl .whl/lazy_importer-*.whl \
@@ -119,7 +120,7 @@ step_timmtrain() {  # a backward graph to compile too: hf's forked train steps t
 
 step_hftrain() {  # the larger models' train steps take 1-10 min of worker wall (MobileBert's: 590 s): a 900 s case limit
   DIR="$DIR/hf-train" SITE="$SITE" SUITE=hf SCENARIO=train K="${K:-3}" CASE_TIMEOUT_S="${CASE_TIMEOUT_S:-900}" \
-    MODELS="$(grep -v '^#' benchmarks/gpu/hf_train_order.txt | sed -n "${HF_FROM:-31},${HF_TO:-\$}p")" \
+    MODELS="$(grep -v '^#' benchmarks/gpu/hf_train_order.txt | sed -n "${HF_FROM:-34},${HF_TO:-\$}p")" \
     bash benchmarks/gpu/ordered_chunks.sh > "$DIR/hf-train.log" 2>&1
 }
 
