@@ -120,6 +120,20 @@ def _status(records: list[Record]) -> str:
     return next((r.status for r in records if r.status != "ok"), "ok")
 
 
+def _ran(records: list[Record]) -> bool:
+    """Whether any process of the side ran the case: `skipped` means it could not (no device,
+    a missing dependency), which is neither a pass nor a failure."""
+    return any(r.status != "skipped" for r in records)
+
+
+def _flaky_base(base: list[Record]) -> list[Record] | None:
+    """Base's ok processes when only some of them failed (a flaky crash, a killed server): the
+    case passed in base, so head is judged against those instead of reading `now passing`,
+    which would wave a real regression through. None when base failed in every process."""
+    ok = [r for r in base if r.status == "ok"]
+    return ok if ok and len(ok) < len(base) else None
+
+
 def _error_text(records: list[Record]) -> str:
     err = next((r.error for r in records if r.status != "ok" and r.error), None) or {}
     return f"{err.get('type', '')}: {err.get('message', '')}" if err else ""
@@ -147,11 +161,18 @@ def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds
             result.flags.append('measured in base, not in head: warn only (missing = "warn"), the gate does not fail on it')
         return result, []
     result.status_base, result.status_head = _status(base), _status(head)
+    flaky = _flaky_base(base)
+    if flaky is not None and not any(r.status == "ok" for r in head):
+        result.status_base = "ok"  # passed in some base processes, in no head one: a new failure
+    elif flaky is not None and result.status_head == "ok":
+        failed = sorted({r.status for r in base if r.status != "ok"})
+        result.flags.append(f"{len(base) - len(flaky)} of {len(base)} base processes did not pass ({', '.join(failed)}): "
+                            f"judged on the {len(flaky)} that did")
+        base, result.status_base = flaky, "ok"
+    if not _ran(base):
+        return _skipped_in_base(result, head, thresholds)
     if result.status_base == "ok" and result.status_head != "ok" and thresholds.enabled("status"):
-        result.verdict = Verdict.NOW_FAILING
-        err = next((r.error for r in head if r.status != "ok" and r.error), None) or {}
-        result.error = f"{err.get('type', '')}: {err.get('message', '')}"[:300]
-        return result, []
+        return _now_failing(result, head), []
     if result.status_base != "ok":
         result.verdict = Verdict.STILL_FAILING if result.status_head != "ok" else Verdict.NOW_PASSING
         if result.verdict == Verdict.STILL_FAILING:  # what it fails with now, and whether that changed
@@ -191,6 +212,28 @@ def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds
         result.flags.append(f"eager figures derived from a compiled twin's process in {sides[0]}, from the case's own "
                             "process in the other side: peak memory and latency compare across that change")
     return result, pending
+
+
+def _now_failing(result: CaseResult, head: list[Record]) -> CaseResult:
+    result.verdict = Verdict.NOW_FAILING
+    err = next((r.error for r in head if r.status not in ("ok", "skipped") and r.error), None) or {}
+    result.error = f"{err.get('type', '')}: {err.get('message', '')}"[:300]
+    return result
+
+
+def _skipped_in_base(result: CaseResult, head: list[Record],
+                     thresholds: Thresholds) -> tuple[CaseResult, list[PendingTest]]:
+    """A case base skipped in every process never ran there: measured in head it is new, failing
+    in head it is a failure this change brought (not `still failing`), skipped in both it is n/a."""
+    if not _ran(head):
+        result.verdict = Verdict.NOT_APPLICABLE
+        result.flags.append("skipped in base and in head: nothing ran to compare")
+    elif result.status_head == "ok":
+        result.verdict = Verdict.NEW
+        result.flags.append("skipped in base: measured in head only")
+    elif thresholds.enabled("status"):
+        _now_failing(result, head)
+    return result, []
 
 
 def _eager_change(base: list[Record], head: list[Record], probe: MachineProbe | None) -> float | None:

@@ -1,0 +1,87 @@
+"""A case's status over several processes a side (`ab`, nightly repeats): one flaky base
+process must not turn head's regression into `now passing`, and a case base skipped (it
+never ran there) is new or newly failing in head, never `still failing`."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from harness.cli.main import main
+from harness.model.schema import Run, save_run
+from harness.testing.synthetic import SYNTHETIC_ENV, synthetic_case, synthetic_record
+
+
+def _side(tmp_path, name: str, statuses: list[str], compiled_median: float = 5e-4, seed: int = 0) -> str:
+    """A folder of one run file per process, each holding case 0 with that process's status and
+    case 1, ok and unchanged (so that something is judged: a gate of nothing exits 3)."""
+    folder = tmp_path / name
+    folder.mkdir()
+    for i, status in enumerate(statuses):
+        rng = np.random.default_rng(seed * 100 + i)
+        records = [synthetic_record(synthetic_case(0), rng, status=status, compiled_median=compiled_median),
+                   synthetic_record(synthetic_case(1), rng)]
+        run_id = f"{name}{i}"
+        save_run(Run(run_id, f"2026-01-01T00:0{i}:00+00:00", run_id, dict(SYNTHETIC_ENV), {}, records),
+                 folder / f"{run_id}.json")
+    return str(folder)
+
+
+def _gate(tmp_path, base: str, head: str, *extra: str) -> tuple[int, dict]:
+    """The gate's exit code and case 0's entry in its JSON."""
+    out = tmp_path / "gate.json"
+    code = main(["gate", base, head, "--json-file", str(out), *extra])
+    (case,) = [c for c in json.loads(out.read_text())["cases"] if c["case_id"] == synthetic_case(0).case_id]
+    return code, case
+
+
+def test_one_crashed_base_process_does_not_hide_a_regression(tmp_path):
+    base = _side(tmp_path, "base", ["ok", "ok", "crashed", "ok"])
+    head = _side(tmp_path, "head", ["ok"] * 4, compiled_median=7.5e-4, seed=1)  # compiled +50%
+    code, case = _gate(tmp_path, base, head)
+    assert code == 1 and case["verdict"] == "regression", case
+    assert any("1 of 4 base processes did not pass (crashed): judged on the 3 that did" in f for f in case["flags"])
+
+
+def test_a_flaky_base_process_and_an_unchanged_head_pass(tmp_path):
+    base = _side(tmp_path, "base", ["ok", "timeout", "ok", "ok"])
+    head = _side(tmp_path, "head", ["ok"] * 4, seed=1)
+    code, case = _gate(tmp_path, base, head)
+    assert code == 0 and case["verdict"] == "unchanged", case
+
+
+def test_a_case_that_passed_in_some_base_processes_and_fails_in_every_head_one_is_now_failing(tmp_path):
+    base = _side(tmp_path, "base", ["ok", "crashed", "ok"])
+    head = _side(tmp_path, "head", ["crashed"] * 3, seed=1)
+    code, case = _gate(tmp_path, base, head)
+    assert code == 1 and case["verdict"] == "now failing"
+
+
+def test_failing_in_every_base_process_is_still_now_passing(tmp_path):
+    base = _side(tmp_path, "base", ["crashed", "crashed"])
+    head = _side(tmp_path, "head", ["ok", "ok"], seed=1)
+    code, case = _gate(tmp_path, base, head)
+    assert code == 0 and case["verdict"] == "now passing"
+
+
+def test_skipped_in_base_and_crashed_in_head_is_now_failing(tmp_path):
+    base = _side(tmp_path, "base", ["skipped"])
+    head = _side(tmp_path, "head", ["crashed"], seed=1)
+    code, case = _gate(tmp_path, base, head)
+    assert code == 1 and case["verdict"] == "now failing"
+
+
+def test_skipped_on_both_sides_is_not_still_failing(tmp_path):
+    base = _side(tmp_path, "base", ["skipped"])
+    head = _side(tmp_path, "head", ["skipped"], seed=1)
+    code, case = _gate(tmp_path, base, head, "--still-failing", "fail")
+    assert code == 0 and case["verdict"] == "n/a", case
+    assert any("skipped in base and in head" in f for f in case["flags"])
+
+
+def test_skipped_in_base_and_measured_in_head_is_new(tmp_path):
+    base = _side(tmp_path, "base", ["skipped"])
+    head = _side(tmp_path, "head", ["ok"], seed=1)
+    code, case = _gate(tmp_path, base, head)
+    assert code == 0 and case["verdict"] == "new"
