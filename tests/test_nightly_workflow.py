@@ -395,3 +395,54 @@ def test_pr_gate_expected_does_not_swallow_a_run_that_could_not_run(tmp_path, co
     proc = run_pr_expected_step(workspace, {"FAKE_EXIT": str(code)})
     assert proc.returncode == code, proc.stdout + proc.stderr
     assert "::error::" in proc.stdout and "expected counts match" not in proc.stdout
+
+
+# ---------------------------------------------------------------- the artifacts-mode PR gate
+
+def _labelled_run(run_id: str, label: str, suite: str, cases: range, slowdown: float, seed: int):
+    import numpy as np
+
+    from harness.model.schema import Run
+    from harness.testing.synthetic import SYNTHETIC_ENV, synthetic_case, synthetic_record
+
+    rng = np.random.default_rng(seed)
+    records = [synthetic_record(synthetic_case(i, suite=suite), rng, compiled_median=5e-4 * (1 + slowdown))
+               for i in cases]
+    return Run(run_id, "2026-01-01T00:00:00+00:00", label, dict(SYNTHETIC_ENV), {"suite": suite}, records)
+
+
+def run_artifacts_gate(tmp_path: Path, slowdown: float) -> subprocess.CompletedProcess:
+    """The gate-artifacts job's Gate step on a downloaded nightly-runs artifact that holds the
+    night's smoke run and its cpu run (cases 2-7, sharing 2-3 with smoke), and a PR smoke run."""
+    base = tmp_path / "base" / "runs"
+    base.mkdir(parents=True)
+    save_run(_labelled_run("20260101-010000-nightly-smoke-aaaaaa", "nightly-smoke", "smoke", range(4), 0.0, 1),
+             base / "20260101-010000-nightly-smoke-aaaaaa.json")
+    save_run(_labelled_run("20260101-020000-nightly-cpu-bbbbbb", "nightly-cpu", "cpu", range(2, 8), 0.0, 2),
+             base / "20260101-020000-nightly-cpu-bbbbbb.json")
+    head = tmp_path / "pr-results" / "runs"
+    head.mkdir(parents=True)
+    save_run(_labelled_run("20260101-030000-pr-cccccc", "pr", "smoke", range(4), slowdown, 3),
+             head / "20260101-030000-pr-cccccc.json")
+    step_spec = nightly_local.find_step("gate-artifacts", "Gate", PR_GATE)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "compilebench").write_text(f'#!/usr/bin/env bash\nexec "{sys.executable}" -m harness "$@"\n')
+    (tmp_path / "bin" / "compilebench").chmod(0o755)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+           "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(["bash", "-e", "-c", step_spec["run"]], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_the_artifacts_gate_judges_the_smoke_run_alone(tmp_path):
+    proc = run_artifacts_gate(tmp_path, 0.0)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads((tmp_path / "gate.json").read_text())
+    assert len(data["cases"]) == 4 and all(c["processes"] == [1, 1] for c in data["cases"]), data["cases"]
+    assert not any(c["verdict"] == "missing" for c in data["cases"])
+
+
+def test_the_artifacts_gate_fails_a_slower_pr(tmp_path):
+    proc = run_artifacts_gate(tmp_path, 0.5)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "regression" in proc.stdout
