@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-from harness.analysis.verdicts import DEFAULT_FAIL_ON, VERDICT_ORDER, Outcome, Verdict
+from harness.analysis.verdicts import DEFAULT_FAIL_ON, VERDICT_ORDER, Outcome, Verdict, worst
 
 __all__ = ["MetricResult", "CaseResult", "Comparison", "GateDecision"]
 
@@ -57,6 +57,9 @@ class CaseResult:
     probe_caveat: str = ""
     # records judged on each side, one per process (base, head); None: not judged (status, missing)
     processes: tuple[int, int] | None = None
+    # the verdict of the failing set that failed it (its own, or a metric's: --fail-on "machine
+    # drift" fails a case whose latency drifted though its speedup reads worse, `noisy`); set by failing()
+    failed_on: Verdict | None = None
     # per side: processes, how many the worker marked contended, the largest cpu_wait_fraction
     # and the threads (None: no record on either side measured contention)
     contention: dict[str, dict[str, Any]] | None = None
@@ -109,8 +112,19 @@ class Comparison:
         return _count(self.cases)
 
     def failing(self, fail_on: Iterable[str] = DEFAULT_FAIL_ON) -> list[CaseResult]:
+        """The cases that fail the gate: a verdict of `fail_on` on the case or on any of its
+        metrics (a case's verdict is its worst metric's, which may be a warn-only one), or a
+        policy (still_failing = "fail"); never a warn-only case. Sets each one's `failed_on`."""
         wanted = set(fail_on)
-        return [c for c in self.cases if (c.verdict in wanted or c.fails_by_policy) and not c.warn_only]
+        out = []
+        for c in self.cases:
+            if c.warn_only:
+                continue
+            hits = [v for v in (c.verdict, *(m.verdict for m in c.metrics)) if v in wanted]
+            if hits or c.fails_by_policy:
+                c.failed_on = worst(hits) if hits else Verdict(c.verdict)
+                out.append(c)
+        return out
 
     def decide(self, failing: list[CaseResult] | None = None) -> GateDecision:
         """The gate's answer. Loud on anything it could not judge, quiet only when it really
@@ -129,7 +143,7 @@ class Comparison:
                                 f"head has {n_head}", failing, unjudged)
         if failing:
             # worded by the verdicts that fail (--fail-on may name any, e.g. machine contended)
-            kinds = ", ".join(f"{n} {v}" for v, n in _count(failing).items())
+            kinds = ", ".join(f"{n} {v}" for v, n in _count(failing, key=lambda c: c.failed_on or c.verdict).items())
             return GateDecision(Outcome.FAIL, f"{len(failing)} case(s) failed the gate ({kinds})", failing, unjudged)
         if unjudged:
             kinds = _count(unjudged)
@@ -143,8 +157,12 @@ class Comparison:
             return GateDecision(Outcome.CANNOT_JUDGE, f"nothing judged: none of the {len(common)} case(s) in both runs "
                                 f"has a status change or a metric measured on both sides ({kinds})", failing, unjudged)
         still = sum(1 for c in common if c.verdict == Verdict.STILL_FAILING and id(c) not in failing_ids)
+        # verdicts that fail by default but not under this gate's --fail-on: not "no regression"
+        spared = _count(c for c in common if Verdict(c.verdict).outcome is Outcome.FAIL and not c.warn_only)
+        reason = ("no verdict of the failing set (--fail-on), though " + ", ".join(f"{n} {v}" for v, n in spared.items())
+                  if spared else "no regression")
         # a failure that was there in base is not this change's, but the line says it is there
-        reason = f"no regression; {still} case(s) still failing, as in base" if still else "no regression"
+        reason = f"{reason}; {still} case(s) still failing, as in base" if still else reason
         return GateDecision(Outcome.PASS, reason, failing, unjudged)
 
     def geomeans(self) -> dict[str, Any]:
@@ -169,11 +187,11 @@ class Comparison:
                 "cases": [_jsonable(asdict(c)) for c in self.cases]}
 
 
-def _count(cases: Iterable[CaseResult]) -> dict[str, int]:
-    """Verdict -> cases with it, worst first, verdicts no case has left out."""
+def _count(cases: Iterable[CaseResult], key: Callable[[CaseResult], str] = lambda c: c.verdict) -> dict[str, int]:
+    """Verdict (`key`: the case's own by default) -> cases with it, worst first, verdicts no case has left out."""
     out = dict.fromkeys(VERDICT_ORDER, 0)
     for c in cases:
-        out[c.verdict] += 1
+        out[key(c)] += 1
     return {k: v for k, v in out.items() if v}
 
 

@@ -199,6 +199,9 @@ def load_side(ref: str, out_dir: str | Path) -> list[Run]:
 
 def _fail_on(text: str) -> tuple[Verdict, ...]:
     words = [w for w in text.split(",") if w.strip()]
+    if not words:  # an unset CI variable (`--fail-on "$FAIL_ON"`) must not switch the gate off
+        raise CliError(f"--fail-on {text!r} names no verdict; give a comma list of: {', '.join(VERDICT_ORDER)} "
+                       f"(or leave it out for the default: {', '.join(DEFAULT_FAIL_ON)})")
     values = tuple(parse_verdict(w) for w in words)
     for word, value in zip(words, values, strict=True):
         if value is None:
@@ -271,6 +274,9 @@ def _compare(base: list[Run], head: list[Run], args: argparse.Namespace, ignore_
     config.policy_overrides["still_failing"] = getattr(args, "still_failing", None)
     noise = load_noise_table(args.noise) if args.noise else None
     _fail_on(args.fail_on)  # validate before any work
+    if getattr(args, "markdown", None) == "-" and json_to_stdout(args):
+        raise CliError("--json and --markdown - both write to stdout, which then parses as neither; "
+                       "send one to a file (--markdown FILE or --json-file FILE)")
     return compare_runs(base, head, config, metrics=_metrics(args.metric), allow_mismatch=args.allow_mismatch,
                         ignore_fields=ignore_fields, noise=noise)
 

@@ -30,8 +30,10 @@ from harness.analysis.comparison import GateDecision
 from harness.analysis.verdicts import Outcome, Verdict
 from harness.report.display import fmt_bytes, fmt_seconds
 
+# shown in the open under "Needs attention", with every case the gate failed whatever its verdict
+# (--fail-on may name a warn verdict); the rest folds into "All other cases"
 ATTENTION = (Verdict.REGRESSION, Verdict.SLOWER_EAGER_TOO, Verdict.NOW_FAILING, Verdict.SLOWER_EAGER_TOO_NO_PROBE,
-             Verdict.NOISY, Verdict.EAGER_FASTER)
+             Verdict.NOISY, Verdict.EAGER_FASTER, Verdict.EAGER_SLOWER)
 # verdicts with a markdown section of their own (a list, not metric rows: there is nothing to compare)
 OWN_SECTION = (Verdict.MISSING, Verdict.MACHINE_CONTENDED, Verdict.STILL_FAILING)
 STYLE = {Verdict.REGRESSION: "bold red", Verdict.SLOWER_EAGER_TOO: "bold red", Verdict.NOW_FAILING: "bold red", Verdict.MISSING: "bold red", Verdict.MACHINE_CONTENDED: "bold magenta",
@@ -188,7 +190,8 @@ def markdown(cmp: Comparison, failing: list[CaseResult], title: str = "compilebe
     lines += _missing_section(cmp)
     lines += _contended_section(cmp)
     lines += _still_failing_section(cmp, failing)
-    attention = [c for c in cmp.cases if c.verdict in ATTENTION]
+    failed = {id(c) for c in failing}
+    attention = [c for c in cmp.cases if c.verdict not in OWN_SECTION and (c.verdict in ATTENTION or id(c) in failed)]
     if attention:
         lines += ["### Needs attention", "", *_md_rows(attention, all_metrics=False), ""]
         flagged = [c for c in attention if c.flags]
@@ -197,7 +200,8 @@ def markdown(cmp: Comparison, failing: list[CaseResult], title: str = "compilebe
         if flagged:
             lines.append("")
     lines += compare_markdown_lines(cmp)  # pass rate and geomean per suite x compiler (analysis/breadth.py)
-    rest = [c for c in cmp.cases if c.verdict not in ATTENTION and c.verdict not in OWN_SECTION]
+    shown = {id(c) for c in attention}
+    rest = [c for c in cmp.cases if id(c) not in shown and c.verdict not in OWN_SECTION]
     if rest:
         lines += [f"<details><summary>All other cases ({len(rest)})</summary>", "",
                   *_md_rows(rest, all_metrics=True), "", "</details>", ""]
