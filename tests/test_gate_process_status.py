@@ -85,3 +85,32 @@ def test_skipped_in_base_and_measured_in_head_is_new(tmp_path):
     head = _side(tmp_path, "head", ["ok"], seed=1)
     code, case = _gate(tmp_path, base, head)
     assert code == 0 and case["verdict"] == "new"
+
+
+def test_a_process_without_samples_does_not_drop_latency_where_the_probe_normalises(tmp_path):
+    """Four processes a side with probes (so latency is probe-normalised); one base process
+    recorded no samples. Head is 30% slower, eager and compiled alike, on an unchanged machine:
+    latency is judged on the other three and says so."""
+    sides = {}
+    for name, slow in (("base", 1.0), ("head", 1.3)):
+        folder = tmp_path / name
+        folder.mkdir()
+        for i in range(4):
+            rng = np.random.default_rng(hash((name, i)) % 2**32)
+            record = synthetic_record(synthetic_case(0), rng, eager_median=1e-3 * slow, compiled_median=5e-4 * slow,
+                                      spread=0.01, probe_median=1e-3)
+            if name == "base" and i == 0:
+                record.eager = record.eager.with_fields(samples_s=[])
+                record.compiled = record.compiled.with_fields(samples_s=[])
+            run_id = f"{name}{i}"
+            save_run(Run(run_id, f"2026-01-01T00:0{i}:00+00:00", run_id, dict(SYNTHETIC_ENV), {}, [record]),
+                     folder / f"{run_id}.json")
+        sides[name] = str(folder)
+    out = tmp_path / "gate.json"
+    code = main(["gate", sides["base"], sides["head"], "--json-file", str(out)])
+    (case,) = json.loads(out.read_text())["cases"]
+    latency = next((m for m in case["metrics"] if m["metric"] == "latency"), None)
+    assert latency is not None, case["metrics"]
+    assert latency["verdict"] == "slower (eager too)" and code == 1, latency
+    assert "normalised by the machine probe" in latency["note"]
+    assert "1 of 4 base processes had no samples: judged without them" in latency["note"]

@@ -241,15 +241,21 @@ def _eager_change(base: list[Record], head: list[Record], probe: MachineProbe | 
     same probe normalisation). In a compiled case eager is the control that tells a
     compiled-only change from a whole-model one; in an eager-only case (`-c eager`, no
     compiled block) eager is what latency measured, so any change there is eager's."""
-    compiled = [bool(clean_samples(r.compiled).size) for r in base + head]
-    if any(compiled) and not all(compiled):
-        return None
+    compiled_case = any(clean_samples(r.compiled).size for r in base + head)
     factors = (probe.factors("base"), probe.factors("head")) if probe and probe.normalise else (None, None)
-    b = [s / factors[0][i] if factors[0] else s for i, s in enumerate(clean_samples(r.eager) for r in base)]
-    h = [s / factors[1][i] if factors[1] else s for i, s in enumerate(clean_samples(r.eager) for r in head)]
-    if any(x.size < 2 for x in b + h):
-        return None
-    return median_change(b, h)
+
+    def side(records: list[Record], scale: list[float] | None) -> list[Any]:
+        # the processes latency judged: a process without samples (eager, or compiled in a
+        # compiled case) is left out, as there, rather than taking the whole control away
+        out = []
+        for i, r in enumerate(records):
+            eager = clean_samples(r.eager)
+            if eager.size >= 2 and (not compiled_case or clean_samples(r.compiled).size):
+                out.append(eager / scale[i] if scale else eager)
+        return out
+
+    b, h = side(base, factors[0]), side(head, factors[1])
+    return median_change(b, h) if b and h else None
 
 
 def _attribute_latency(result: CaseResult, probe_moved_at: float) -> None:

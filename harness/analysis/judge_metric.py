@@ -195,14 +195,25 @@ def _latency_result(metric: Metric, base: list[Record], head: list[Record], thre
         result, pending = timing_result(metric, bg, hg, thresholds)
         if probe is not None and probe.torch_bound:
             result.note = f"{result.note}; {torch_bound_note(probe)}"
-        return result, pending
+        return _note_left_out(result, base, bg, head, hg), pending
+    # each process's own factor (groups keep the records' order; one without samples is left out
+    # on both paths alike: until 2026-12-03 it dropped latency here, unflagged)
     bg, hg = normalised_groups(base, metric.name, probe.factors("base")), normalised_groups(head, metric.name, probe.factors("head"))
-    if not bg or not hg or len(bg) != len(base) or len(hg) != len(head):
+    if not bg or not hg:
         return None, None
     result, pending = timing_result(metric, bg, hg, thresholds)
     result.raw_change = median_change(normalised_groups(base, metric.name, None), normalised_groups(head, metric.name, None))
     result.note = f"{result.note}; normalised by the machine probe ({probe.change:+.1%})"
-    return result, pending
+    return _note_left_out(result, base, bg, head, hg), pending
+
+
+def _note_left_out(result: MetricResult, base: list[Record], bg: list, head: list[Record], hg: list) -> MetricResult:
+    """Say which side judged fewer processes than it has: those without timing samples."""
+    gaps = [f"{len(records) - len(groups)} of {len(records)} {side} processes" for side, records, groups
+            in (("base", base, bg), ("head", head, hg)) if len(groups) < len(records)]
+    if gaps:
+        result.note = f"{result.note}; {' and '.join(gaps)} had no samples: judged without them"
+    return result
 
 
 def _compile_time_result(metric: Metric, base: list[Record], head: list[Record], thresholds: Thresholds) -> Judged:
