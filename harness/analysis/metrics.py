@@ -59,6 +59,13 @@ def clean_samples(block: Any) -> np.ndarray:
     return values[keep]
 
 
+def _as_float(value: float) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond a float's range: not a sample
+        return math.nan
+
+
 def samples_and_mask(block: Any) -> tuple[np.ndarray, np.ndarray]:
     """(samples as recorded, mask of the ones to use). A sample is used when it is finite and
     positive and, where the worker recorded CPU seconds per sample, the process ran for at
@@ -71,8 +78,9 @@ def samples_and_mask(block: Any) -> tuple[np.ndarray, np.ndarray]:
         return np.empty(0), np.zeros(0, dtype=bool)
     try:
         a = np.asarray(raw, dtype=float)  # the common case, at C speed
-    except (TypeError, ValueError):
-        a = np.asarray([float(v) for v in raw if isinstance(v, (int, float))], dtype=float)
+    except (TypeError, ValueError, OverflowError):  # a damaged field reads as its usable samples only
+        a = np.asarray([_as_float(v) for v in raw if isinstance(v, (int, float)) and not isinstance(v, bool)],
+                       dtype=float)
         return a, np.isfinite(a) & (a > 0)
     if a.ndim != 1:
         return np.empty(0), np.zeros(0, dtype=bool)

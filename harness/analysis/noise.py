@@ -162,5 +162,20 @@ def load_noise_table(path: str | Path) -> dict[str, dict[str, float]]:
     data = read_json(path, RunFileError, "noise file", f"write one with `compilebench noise -o {path}`")
     if not isinstance(data, dict) or data.get("format") != NOISE_FORMAT:
         raise RunFileError(f"{path}: not a compilebench noise file (format {NOISE_FORMAT!r} expected)")
-    return {case_id: {m: s["mdc_single"] for m, s in entry.get("metrics", {}).items()}
-            for case_id, entry in data.get("cases", {}).items()}
+    cases = data.get("cases", {})
+    if not isinstance(cases, dict):
+        raise RunFileError(f"{path}: 'cases' is {type(cases).__name__}, not a mapping of case ids; "
+                           f"write the file again with `compilebench noise -o {path}`")
+    table: dict[str, dict[str, float]] = {}
+    for case_id, entry in cases.items():
+        metrics = entry.get("metrics", {}) if isinstance(entry, dict) else None
+        if not isinstance(metrics, dict):
+            raise RunFileError(f"{path}: case {case_id!r} has no 'metrics' mapping; write the file again with "
+                               f"`compilebench noise -o {path}`")
+        for metric, stats in metrics.items():
+            mdc = stats.get("mdc_single") if isinstance(stats, dict) else None
+            if not isinstance(mdc, (int, float)) or isinstance(mdc, bool):
+                raise RunFileError(f"{path}: case {case_id!r} metric {metric!r} has no numeric 'mdc_single'; "
+                                   f"write the file again with `compilebench noise -o {path}`")
+            table.setdefault(case_id, {})[metric] = float(mdc)
+    return table

@@ -344,11 +344,21 @@ def kernel_medians(block: Mapping[str, Any] | None, min_samples: int = MIN_SAMPL
         return None
     out = {}
     for name, values in block["samples_s"].items():
-        finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
+        if not isinstance(values, (list, tuple)):  # a damaged block (null, a number): no usable probe
+            return None
+        finite = [float(v) for v in values
+                  if isinstance(v, (int, float)) and not isinstance(v, bool) and _finite_positive(v)]
         if len(finite) < min_samples:
             return None
         out[str(name)] = statistics.median(finite)
     return out or None
+
+
+def _finite_positive(value: float) -> bool:
+    try:
+        return math.isfinite(value) and value > 0
+    except OverflowError:  # an int beyond a float's range
+        return False
 
 
 def probe_score(block: Mapping[str, Any] | None) -> float | None:
