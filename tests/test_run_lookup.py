@@ -62,6 +62,24 @@ def test_filters_pick_the_previous_night_of_one_suite(results):
         find_run("latest~1:suite=smoke", out)
 
 
+def test_a_filtered_latest_does_not_skip_past_a_newer_unreadable_run_file(tmp_path, capsys):
+    """Without a store, a truncated newest file's label cannot be read: the filter must not
+    pick the night before it unawares (unfiltered `latest` names the file and fails on it)."""
+    out = tmp_path / "results"
+    nights = [night(f"2026120{d}-031700-nightly-{c * 6}", f"2026-12-0{d}T03:17:00+00:00", seed=d)
+              for d, c in ((1, "a"), (2, "b"), (3, "c"))]
+    for run in nights:
+        save_run(run, out / "runs" / f"{run.run_id}.json")
+    newest = out / "runs" / f"{nights[2].run_id}.json"
+    newest.write_text(newest.read_text()[:200])  # cut mid-write
+    with pytest.raises(RunLookupError, match=r"cannot be read .* newer than 20261202-031700-nightly-bbbbbb"):
+        find_run("latest:label=nightly", out)
+    assert main(["compare", "latest~1:label=nightly", "latest:label=nightly", "--out", str(out)]) == 2
+    assert "cannot be read" in capsys.readouterr().err
+    newest.unlink()  # removed: the filter picks among the readable ones again
+    assert find_run("latest:label=nightly", out).run_id == nights[1].run_id
+
+
 def test_ids_and_unique_prefixes(results):
     out, runs, _ = results
     assert resolve_run(runs[0].run_id, out).run_id == runs[0].run_id

@@ -28,7 +28,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,6 +106,9 @@ class RunEntry:
     label: str | None = None
     suite: str | None = None
     health: RunHealth | None = None  # filled by list_runs(need_health=True)
+    # a file named as `run` names its run files that could not be read (truncated, not JSON):
+    # listed, so that a filtered `latest` cannot skip past it unawares
+    unreadable: bool = False
 
     def load(self, db: Path) -> Run:
         if self.path is not None:
@@ -132,8 +135,8 @@ def find_run(ref: str, out_dir: str | Path = "results", db: str | Path | None = 
         if on_file is not None:  # the source of truth answers without the store (which may be damaged)
             return on_file
     where = _where(out_dir, db_path)
-    entries = [e for e in list_runs(out_dir, db_path, need_meta=bool(filters), need_health=JUDGEABLE in filters)
-               if _matches(e, filters)]
+    listed = list_runs(out_dir, db_path, need_meta=bool(filters), need_health=JUDGEABLE in filters)
+    entries = [e for e in listed if not e.unreadable and _matches(e, filters)]
     latest = _LATEST_RE.match(name)
     if latest:
         back = int(latest.group(1) or 0)
@@ -141,7 +144,9 @@ def find_run(ref: str, out_dir: str | Path = "results", db: str | Path | None = 
             narrowed = f" matching {filter_text}" if filters else ""
             raise RunLookupError(f"{ref}: there are only {len(entries)} run(s){narrowed} in {where}; "
                                  "run `compilebench run` first or name a run file")
-        return entries[-1 - back]
+        chosen = entries[-1 - back]
+        _refuse_unreadable_after(ref, filter_text, chosen, listed)
+        return chosen
     # a run file's name works too (`show` lists them; `merge -o nightly.json` is not named by its id)
     exact = [e for e in entries if e.run_id == name] or [e for e in entries if e.path is not None and e.path.stem == name]
     if exact:
@@ -175,6 +180,17 @@ def list_runs(out_dir: str | Path = "results", db: str | Path | None = None, *,
 
 def _where(out_dir: str | Path, db: Path) -> str:
     return f"{Path(out_dir) / 'runs'} and {db}" if db.is_file() else f"{Path(out_dir) / 'runs'} (no history store at {db})"
+
+
+def _refuse_unreadable_after(ref: str, filter_text: str, chosen: RunEntry, listed: Sequence[RunEntry]) -> None:
+    """A filtered `latest` cannot tell whether a run file it cannot read matches: one newer than
+    the run it would pick might be the one meant (a night's truncated file), so it says so
+    instead of comparing an older night unawares."""
+    newer = [e for e in listed if e.unreadable and (e.created_at, e.run_id) > (chosen.created_at, chosen.run_id)]
+    if newer:
+        raise RunLookupError(f"{ref}: {newer[-1].path} cannot be read (truncated, or not a run file), so whether it "
+                             f"matches {filter_text} is unknown, and it is newer than {chosen.run_id}; repair or "
+                             "remove it, or name the run you mean")
 
 
 def _parse_filters(ref: str, text: str) -> dict[str, str]:
@@ -220,7 +236,10 @@ def _file_entry(path: Path, need_meta: bool, need_health: bool = False) -> RunEn
         return RunEntry(path.stem, created, path)
     head = _read_head(path)
     if head is None:
-        return None
+        if stamp is None:  # some other JSON file: not a run
+            return None
+        created = _dt.datetime.strptime(stamp.group(1), "%Y%m%d-%H%M%S").replace(tzinfo=_dt.timezone.utc)
+        return RunEntry(path.stem, created, path, unreadable=True)
     return RunEntry(str(head.get("run_id") or path.stem), _utc(head.get("created_at", "")), path,
                     label=head.get("label") or "", suite=(head.get("config") or {}).get("suite"),
                     health=RunHealth.of_dict(head) if need_health else None)
