@@ -367,3 +367,10 @@ def test_resume_refuses_warm_up_options_it_takes_from_the_journal(capsys, tmp_pa
     """0 is a choice too (`--warmup-budget 0`: always --warmup rounds), not an option left out."""
     line = _refused(capsys, tmp_path, [command, "--resume", "RUNID", *option])
     assert f"drop {option[0]}" in line, line
+
+
+@pytest.mark.parametrize("option", [["--option", "foo=1"], ["--no-preload"], ["--no-ingest"], ["--gpus", "all"]])
+def test_run_resume_refuses_session_options_it_would_not_apply(capsys, tmp_path, option):
+    """The journal's options are the resumed run's: these were silently dropped before."""
+    line = _refused(capsys, tmp_path, ["run", "--resume", "RUNID", *option])
+    assert f"drop {option[0]}" in line and "--resume reuses the interrupted run's own options" in line, line

@@ -54,6 +54,23 @@ def test_update_and_check_a_run_that_is_not_a_suite_run(tmp_path, capsys):
     assert "name one with --file PATH" in capsys.readouterr().err
 
 
+def test_update_refuses_a_run_that_measured_nothing_and_a_run_of_another_key(tmp_path, capsys):
+    """An interrupted empty run used to rewrite the file's key (smoke on cpu -> adhoc on mixed,
+    which switches check's device test off) and keep every entry: a silent downgrade."""
+    file = tmp_path / "smoke-cpu.json"
+    assert main(["expected", "update", str(save_run(_run("smoke", suite="smoke"), tmp_path / "s.json")),
+                 "--file", str(file)]) == 0
+    before = file.read_text()
+    empty = save_run(replace(_run("empty"), records=[], config={"interrupted": True}), tmp_path / "e.json")
+    assert main(["expected", "update", str(empty), "--file", str(file)]) == 2
+    assert "no case was measured" in capsys.readouterr().err
+    other = save_run(_run("other", suite="cpu"), tmp_path / "o.json")
+    assert main(["expected", "update", str(other), "--file", str(file)]) == 2
+    err = capsys.readouterr().err
+    assert "pins suite 'smoke' on 'cpu', but other is suite 'cpu' on 'cpu'" in err and err.count("\n") == 1
+    assert file.read_text() == before  # untouched
+
+
 def test_any_difference_fails_and_is_named_improvements_too(tmp_path, capsys):
     file = tmp_path / "e.json"
     update([_run("a", suite="s", graph_breaks=2)], file)

@@ -148,6 +148,25 @@ def test_merge_refusals():
     assert merge_runs(runs).config["shards"]["allowed_missing"] is False
 
 
+def test_a_shard_given_twice_is_refused_not_merged_as_interrupted():
+    """A retried shard's empty, interrupted first attempt beside the attempt that finished: the
+    merge used to take both and mark the complete merge interrupted (never a compare base)."""
+    import dataclasses
+
+    _, runs = _shard_runs()
+    first_try = dataclasses.replace(runs[1], run_id="shard2-first-try", records=[],
+                                    config={**runs[1].config, "interrupted": True})
+    with pytest.raises(MergeError, match=r"shard 2/3 appears in more than one run file \(shard2, shard2-first-try\)"):
+        merge_runs([runs[0], runs[1], first_try, runs[2]])
+
+
+def test_a_shard_config_without_its_plan_is_refused_by_name():
+    _, runs = _shard_runs()
+    runs[1].config = {"shard": {k: v for k, v in runs[1].config["shard"].items() if k != "plan_fingerprint"}}
+    with pytest.raises(MergeError, match="shard2: its config.shard lacks the plan"):
+        merge_runs(runs)
+
+
 def test_a_shard_stopped_early_is_missing_data_though_every_file_is_there():
     _, runs = _shard_runs()
     runs[1].records = runs[1].records[:-1]  # interrupted before its last case

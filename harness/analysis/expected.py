@@ -188,16 +188,27 @@ def update(runs: Sequence[Run], path: str | Path, keep_others: bool = True) -> d
     did not measure keep their old entries. Works for any run, suite or not: the file's key
     comes from the first run. Each entry also names its family (not checked: `pick` reads it)."""
     path = Path(path)
+    measured = [r for run in runs for r in run.records if r.status != "skipped"]
+    if not measured:  # an empty or all-skipped run would only rewrite the file's key
+        raise ExpectedFileError(f"{', '.join(r.run_id for r in runs)}: no case was measured (no records, or all "
+                                f"skipped), so there is nothing to update {path} from; update from a run that ran")
+    key = run_key(runs[0])
     cases: dict[str, Any] = {}
     if keep_others and path.exists():
-        cases.update(load_expected(path)["cases"])
+        old = load_expected(path)
+        if (old.get("suite"), old.get("device")) != (key.suite, key.device):
+            # the file's key decides what `check` holds runs to (its device check skips 'mixed'):
+            # a run of another suite or device must not rewrite it
+            raise ExpectedFileError(f"{path} pins suite {old.get('suite')!r} on {old.get('device')!r}, but "
+                                    f"{runs[0].run_id} is suite {key.suite!r} on {key.device!r}; update it from a "
+                                    "run of that suite and device, or name another --file")
+        cases.update(old["cases"])
     for run in runs:
         for record in run.records:
             if record.status == "skipped":
                 continue  # a skip says nothing about this device: keep the old entry
             cases[record.case_id] = {**observed(record), "family": family_of(record)}
     first = runs[0]
-    key = run_key(first)
     compilers = sorted({c.split("/")[2] for c in cases if c.count("/") >= 2})
     data = {"format": EXPECTED_FORMAT, "suite": key.suite, "device": key.device,
             "torch": first.environment.get("torch_version"), "torch_minor": key.torch_minor, "compilers": compilers,

@@ -140,7 +140,9 @@ def _check_run_args(args: argparse.Namespace) -> None:
     if args.max_memory_gb is not None and not args.max_memory_gb > 0:
         raise CliError(f"--max-memory-gb {args.max_memory_gb:g} must be a positive number of GiB, e.g. 8")
     if args.resume:
-        refuse_session_options(args, _SELECTION_OPTIONS + ("workload_file",),
+        # the journal's options are the run's (ingest, preload and --gpus too): a resume given
+        # others would silently not apply them
+        refuse_session_options(args, _SELECTION_OPTIONS + ("workload_file", "option", "no_preload", "no_ingest", "gpus"),
                                "--resume reuses the interrupted run's own options")
 
 

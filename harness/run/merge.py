@@ -99,6 +99,11 @@ def _shard_summary(runs: Sequence[Run], merged_ids: set[str]) -> dict[str, Any] 
     shards = [(r.run_id, r.config.get("shard")) for r in runs if r.config.get("shard")]
     if not shards:
         return None
+    bad = [rid for rid, s in shards if not isinstance(s, dict) or not {"plan_fingerprint", "count", "index",
+                                                                          "costs_fingerprint", "plan_case_ids"} <= set(s)]
+    if bad:
+        raise MergeError(f"{bad[0]}: its config.shard lacks the plan it was cut from (plan_fingerprint, count, index, "
+                         "costs_fingerprint, plan_case_ids); merge the shard run files `run --shard` wrote")
     plans = {s["plan_fingerprint"] for _, s in shards}
     if len(plans) > 1:
         raise MergeError("the shards come from different plans (suite/options differ): "
@@ -111,6 +116,11 @@ def _shard_summary(runs: Sequence[Run], merged_ids: set[str]) -> dict[str, Any] 
                          + "; give every shard job the same --shard-costs file (or 'none')")
     plan_ids = list(shards[0][1]["plan_case_ids"])
     indices = sorted(s["index"] for _, s in shards)
+    twice = sorted({i for i in indices if indices.count(i) > 1})
+    if twice:  # a retried shard's earlier attempt, kept beside it: which one counts is not merge's call
+        raise MergeError(f"shard {twice[0]}/{shards[0][1]['count']} appears in more than one run file ("
+                         + ", ".join(rid for rid, s in shards if s["index"] == twice[0])
+                         + "); pass one run file per shard (the attempt that finished)")
     count = counts.pop()
     return {
         "count": count,
