@@ -268,6 +268,30 @@ def test_import_foreign_pytest_benchmark_file():
         import_data({"records": []}, "bad.json")
 
 
+def test_each_nights_pytest_benchmark_file_of_one_name_is_a_run_of_its_own(tmp_path, capsys):
+    """`pytest --benchmark-json=bench.json` writes the same name every night: its imports used
+    to share the run id `pytest-benchmark-bench`, each overwriting the last in runs/ and the store."""
+    def night(day: int, name: str) -> Path:
+        folder = tmp_path / f"night{day}"
+        folder.mkdir()
+        (folder / "bench.json").write_text(json.dumps({
+            "datetime": f"2026-12-0{day}T03:00:00+00:00", "machine_info": {"node": "h"},
+            "benchmarks": [{"name": name, "stats": {"median": 0.5, "data": [0.4, 0.5, 0.6]}}]}))
+        return folder / "bench.json"
+
+    out = tmp_path / "results"
+    first, second = night(1, "test_a"), night(2, "test_b")
+    for path in (first, second, first):  # the first again: the same run, not a third
+        assert main(["import-pytest-benchmark", str(path), "--out", str(out)]) == 0
+    runs = sorted(p.name for p in (out / "runs").glob("*.json"))
+    assert len(runs) == 2 and runs[0].startswith("20261201-030000-pytest-benchmark-"), runs
+    assert runs[1].startswith("20261202-030000-pytest-benchmark-")
+    from harness.run.lookup import resolve_run
+
+    assert [r.case.workload for r in resolve_run("latest~1", out).records] == ["test_a"]
+    assert [r.case.workload for r in resolve_run("latest", out).records] == ["test_b"]
+
+
 def test_pytest_benchmark_compare_reads_exports(tmp_path):
     """The exported files are what `pytest-benchmark compare` expects (its own CLI)."""
     a, b = tmp_path / "0001_a.json", tmp_path / "0002_b.json"

@@ -13,6 +13,8 @@ without them only the summary survives and compare can judge no timing for that 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import json
 import platform
 from pathlib import Path
 from typing import Any
@@ -137,9 +139,24 @@ def import_data(data: Any, source: str) -> Run:
         measured = record.compiled or record.eager or {}
         record.metrics.setdefault("latency_s", (measured.get("summary") or {}).get("median"))
     created = str(data.get("datetime") or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
-    run_id = str(data.get("compilebench_run_id") or f"pytest-benchmark-{Path(source).stem}")
+    run_id = str(data.get("compilebench_run_id") or _foreign_run_id(data, created))
     return Run(run_id, created, "pytest-benchmark", _environment(data),
                {"suite": None, "source": source, "imported_from": "pytest-benchmark"}, list(records.values()))
+
+
+def _foreign_run_id(data: dict[str, Any], created: str) -> str:
+    """A run id for a file pytest-benchmark wrote: its time stamp (so `latest` orders it) and a
+    hash of its content, so every night's `bench.json` is a run of its own (the file's name,
+    the same each night, made each import overwrite the last one's run file and history rows)
+    while importing one file twice stays one run."""
+    try:
+        stamp = _dt.datetime.fromisoformat(created.replace("Z", "+00:00"))
+        if stamp.tzinfo is not None:
+            stamp = stamp.astimezone(_dt.timezone.utc)
+    except ValueError:
+        stamp = _dt.datetime.now(_dt.timezone.utc)
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:6]
+    return f"{stamp.strftime('%Y%m%d-%H%M%S')}-pytest-benchmark-{digest}"
 
 
 def import_file(path: str | Path) -> Run:
