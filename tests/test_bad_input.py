@@ -374,3 +374,15 @@ def test_run_resume_refuses_session_options_it_would_not_apply(capsys, tmp_path,
     """The journal's options are the resumed run's: these were silently dropped before."""
     line = _refused(capsys, tmp_path, ["run", "--resume", "RUNID", *option])
     assert f"drop {option[0]}" in line and "--resume reuses the interrupted run's own options" in line, line
+
+
+@pytest.mark.parametrize("value", ["Infinity", "-Infinity", "NaN", "1e999", "99999999999999999999"])
+def test_an_option_value_no_run_file_can_hold_is_refused_before_any_case(capsys, tmp_path, value):
+    """NaN/Infinity used to abort the run after its cases (no run file, exit 3) and resume as KEY=None."""
+    line = _refused(capsys, tmp_path, ["run", "-w", "mlp-classic", "--size", "tiny", "--option", f"scale={value}"])
+    assert f"--option scale={value}" in line, line
+
+
+def test_a_batch_size_beyond_the_store_is_refused(capsys, tmp_path):
+    line = _refused(capsys, tmp_path, ["run", "-w", "mlp-classic", "--batch-size", "99999999999999999999"])
+    assert "--batch-size 99999999999999999999 is out of range" in line, line

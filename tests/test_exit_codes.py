@@ -371,6 +371,22 @@ def test_rebuild_refuses_a_missing_runs_folder_and_an_empty_swap(capsys, tmp_pat
         assert new.run_ids() == old.run_ids() and new.counts() == old.counts()
 
 
+def test_rebuild_leaves_out_a_run_file_the_store_cannot_hold_and_says_which(capsys, tmp_path):
+    """A valid run file with a case twice (or an integer beyond 64 bits) used to abort every
+    rebuild with an internal error, blocking the recovery tool while the file sat in runs/."""
+    import dataclasses
+
+    out = _results(tmp_path, nights=3)
+    run = next(iter(synthetic_history(SyntheticSpec(cases=2), 1)))
+    twice = dataclasses.replace(run, run_id="20300101-000000-twice-aaaaaa", records=[run.records[0], run.records[0]])
+    save_run(twice, out / "runs" / f"{twice.run_id}.json")
+    code, _, stdout = _call(capsys, ["store", "rebuild", "--out", str(out)])
+    assert code == cli.EXIT_OK and "3 run(s)" in stdout and "1 file(s) left out" in stdout, stdout
+    assert f"{twice.run_id}.json: run {twice.run_id} cannot go into the history store" in stdout, stdout
+    with HistoryStore(out / "history.sqlite") as store:
+        assert twice.run_id not in store.run_ids()
+
+
 def test_rebuild_refuses_to_replace_an_unreadable_store_with_an_empty_one(capsys, tmp_path):
     out = _results(tmp_path, nights=2)
     db = out / "history.sqlite"

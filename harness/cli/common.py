@@ -98,6 +98,8 @@ def batch_sizes(values: Sequence[str]) -> list[int]:
     for v in values:
         if not v.isdigit() or int(v) < 1:
             raise CliError(f"--batch-size {v!r} is not a positive integer")
+        if int(v) >= 2 ** 31:  # the history store keeps it as an integer; no model takes such a batch
+            raise CliError(f"--batch-size {v} is out of range; pass a batch size under 2**31")
         out.append(int(v))
     return out
 

@@ -11,6 +11,7 @@ import dataclasses
 import datetime as _dt
 import itertools
 import json
+import math
 import os
 import secrets
 import shutil
@@ -212,6 +213,12 @@ def parse_option(text: str) -> tuple[str, Any]:
         parsed = value
     if isinstance(parsed, (dict, list)):
         raise PlanError(f"--option {key}: lists and objects are not supported; pass a number, true/false or text")
+    if isinstance(parsed, float) and not math.isfinite(parsed):
+        # json.loads takes NaN, Infinity and 1e999: the run file (strict JSON) could not hold the
+        # case id, and the journal would resume the case as `KEY=None`
+        raise PlanError(f"--option {key}={value}: not a finite number; pass a finite number, true/false or text")
+    if isinstance(parsed, int) and not isinstance(parsed, bool) and abs(parsed) >= 2 ** 63:
+        raise PlanError(f"--option {key}={value}: an integer beyond 64 bits, which the history store cannot hold")
     return key.strip(), parsed
 
 

@@ -104,6 +104,11 @@ class StoreCorruptError(StoreError):
     """The history file is damaged; the message names it and how to rebuild it."""
 
 
+class UnstorableRunError(StoreError):
+    """One run the store cannot hold (an integer beyond SQLite's 64 bits, a case twice): that
+    run's problem, not the store's, so a rebuild reports and skips its file."""
+
+
 # what SQLite says of a damaged file; anything else (locked, read-only, cannot open) is not damage
 _CORRUPT_MARKERS = ("not a database", "malformed", "corrupt", "disk i/o error", "unsupported file format")
 
@@ -228,6 +233,11 @@ class HistoryStore:
             placeholders = ",".join("?" * len(RECORD_COLUMNS))
             self.conn.executemany(f"INSERT INTO records ({','.join(RECORD_COLUMNS)}) VALUES ({placeholders})", rows)
             self.conn.execute("COMMIT")
+        except (OverflowError, sqlite3.IntegrityError) as exc:
+            self.conn.execute("ROLLBACK")
+            raise UnstorableRunError(f"run {run.run_id} cannot go into the history store {self.path} "
+                                     f"({type(exc).__name__}: {exc}): an integer beyond 64 bits or a case twice in "
+                                     "one run; its run file is not changed") from exc
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
@@ -422,10 +432,16 @@ def rebuild_store(db: str | Path, sources: Sequence[str | Path], allow_empty: bo
             for path in run_files(sources):
                 try:
                     run = load_run(path)
+                    records = store.ingest(run)
                 except (RunFileError, OSError) as exc:
                     result.unreadable.append(f"{path}: {exc}")
                     continue
-                result.records += store.ingest(run)
+                except UnstorableRunError as exc:
+                    # a file the store cannot hold (a case twice, an integer beyond 64 bits):
+                    # reported and skipped like an unreadable one, so it cannot block the recovery
+                    result.unreadable.append(f"{path}: {exc}")
+                    continue
+                result.records += records
                 result.runs += 1
                 seen.add(run.run_id)
             salvaged, old_count = _old_store_runs(db, seen, result)
