@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from harness.model.schema import Record, Run, load_run
-from harness.run.store import HistoryStore
+from harness.run.store import HistoryStore, UnstorableRunError
 
 V1 = Path(__file__).resolve().parent / "data" / "run_v1_faults.json"
 RUNS_PER_WRITER = 15
@@ -67,8 +67,8 @@ def test_reingest_is_idempotent_and_a_failed_ingest_leaves_nothing(tmp_path, mon
         broken.records.append(broken.records[0])  # duplicate case id: the insert fails mid-way
         try:
             store.ingest(broken)
-        except sqlite3.IntegrityError:
-            pass
+        except UnstorableRunError as exc:  # named, one line: that run's problem, not the store's
+            assert "run r2 cannot go into the history store" in str(exc) and "a case twice" in str(exc)
         else:
             raise AssertionError("a duplicate case id must fail the ingest")
         assert store.run_ids() == ["r1"]  # rolled back: no half-ingested run

@@ -57,7 +57,7 @@ def cmd_store(args: argparse.Namespace) -> int:
     sources = args.runs or [Path(args.out) / "runs"]
     result = rebuild_store(db, sources, allow_empty=args.allow_empty)
     for line in result.unreadable:
-        print(f"warning: left out (not a readable run file, or one the store cannot hold): {line}")
+        print(f"warning: left out (not a readable run file): {line}")
     for line in result.lost:
         print(f"warning: lost (only in the old store, which could not give it back): {line}")
     for path in result.moved_aside:
