@@ -238,3 +238,44 @@ def test_ctrl_c_between_journal_and_memory_keeps_them_in_agreement(tmp_path, mon
     run = load_run(next((tmp_path / "runs").glob("*.json")))
     assert [r.case_id for r in run.records] == list(read_journal(journal_path(tmp_path, run.run_id)).records)
     assert len(run.records) == 1
+
+
+def test_a_torn_last_line_longer_than_the_read_window_keeps_every_line_before_it(tmp_path):
+    """A 1.2 MB unterminated last line used to truncate the whole journal to 0 bytes."""
+    import os
+
+    from harness.run.journal import _drop_torn_tail
+
+    path = tmp_path / "j.jsonl"
+    whole = b'{"kind": "header"}\n' + b'{"kind": "record", "n": 1}\n' * 3
+    path.write_bytes(whole + b'{"kind": "record", "blob": "' + b"x" * 1_200_000)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        assert _drop_torn_tail(fd) is True
+        assert _drop_torn_tail(fd) is False  # now it ends on a newline
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == whole
+    path.write_bytes(b"x" * 3_000_000)  # no newline anywhere: nothing of it was a whole line
+    fd = os.open(path, os.O_RDWR)
+    try:
+        assert _drop_torn_tail(fd) is True
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b""
+
+
+@pytest.mark.parametrize("missing", ["options", "created_at"])
+def test_a_journal_header_without_what_resume_rebuilds_from_is_one_line_exit_2(tmp_path, capsys, missing):
+    from harness.cli.main import main
+
+    header = {"kind": "header", "journal_version": 1, "run_id": "20260101-000000-x-aaaaaa", "plan": [],
+              "created_at": "2026-01-01T00:00:00+00:00", "label": "x", "environment": {}, "config": {},
+              "options": {"out_dir": str(tmp_path)}}
+    del header[missing]
+    path = tmp_path / "runs" / "20260101-000000-x-aaaaaa.journal.jsonl"
+    path.parent.mkdir()
+    path.write_text(json.dumps(header) + "\n")
+    assert main(["run", "--resume", "20260101-000000-x-aaaaaa", "--out", str(tmp_path)]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and f"the journal header lacks {missing}" in err[0], err

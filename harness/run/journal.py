@@ -153,12 +153,20 @@ def _drop_torn_tail(fd: int) -> bool:
     size = os.fstat(fd).st_size
     if size == 0:
         return False
-    chunk = min(size, 1 << 20)
-    data = os.pread(fd, chunk, size - chunk)
-    if data.endswith(b"\n"):
+    if os.pread(fd, 1, size - 1) == b"\n":
         return False
-    cut = data.rfind(b"\n")
-    os.ftruncate(fd, (size - chunk) + cut + 1 if cut >= 0 else 0)
+    # the last newline, however long the torn line (a 1 MiB window used to cut a longer one,
+    # and with it every line before it, to nothing)
+    end, chunk = size, 1 << 20
+    while end > 0:
+        start = max(0, end - chunk)
+        cut = os.pread(fd, end - start, start).rfind(b"\n")
+        if cut >= 0:
+            os.ftruncate(fd, start + cut + 1)
+            break
+        end = start
+    else:
+        os.ftruncate(fd, 0)  # no newline at all: the run died before its first line
     os.fsync(fd)
     return True
 
@@ -178,6 +186,13 @@ class JournalState:
     @property
     def run_id(self) -> str:
         return str(self.header["run_id"])
+
+    def require(self, *keys: str) -> None:
+        """The header fields a resume rebuilds the run from; a journal without them is damaged."""
+        lacking = [k for k in keys if k not in self.header]
+        if lacking:
+            raise RunFileError(f"{self.path}: the journal header lacks {', '.join(lacking)}, so the run cannot be "
+                               "resumed as it began; restore the journal, or run the cases again with a new command")
 
     def planned_cases(self) -> list[Case]:
         return [Case.from_dict(c) for c in self.header["plan"]]
@@ -213,6 +228,10 @@ def read_journal(path: str | Path) -> JournalState:
         raise RunFileError(f"{path}: journal_version {version!r} is newer than this compilebench understands "
                            f"({JOURNAL_VERSION}); resume it with the compilebench that started it")
     state = JournalState(path=path, header=header, torn_lines=torn)
+    lacking = [k for k, kind in (("options", dict), ("created_at", str)) if k in header and not isinstance(header[k], kind)]
+    if lacking:
+        raise RunFileError(f"{path}: the journal header's {', '.join(lacking)} is damaged; restore the journal, or "
+                           "run the cases again with a new command")
     try:
         state.planned_cases()
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -237,9 +256,11 @@ def _parse_line(path: Path, number: int, line: bytes) -> dict[str, Any]:
     try:
         obj = json.loads(line)
     except (ValueError, RecursionError) as exc:
-        raise RunFileError(f"{path}: line {number} is not valid JSON ({exc}); the journal is damaged") from None
+        raise RunFileError(f"{path}: line {number} is not valid JSON ({exc}); the journal is damaged: restore it, or "
+                           "run the cases again with a new `compilebench run`") from None
     if not isinstance(obj, dict):
-        raise RunFileError(f"{path}: line {number} is not a JSON object; the journal is damaged")
+        raise RunFileError(f"{path}: line {number} is not a JSON object; the journal is damaged: restore it, or "
+                           "run the cases again with a new `compilebench run`")
     return obj
 
 

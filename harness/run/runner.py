@@ -700,6 +700,7 @@ def _resume(ref: str, out_dir: str | Path, progress: ProgressFn | None, environm
         with deferred():  # a signal during the reopen is raised once `journal` can be closed
             journal = Journal.reopen(path)  # locks first: nobody appends while we read
         state = journal.read()
+        state.require("options", "created_at")
         opts = RunOptions(**{k: v for k, v in state.header["options"].items() if k in RunOptions.__dataclass_fields__})
         if "eager_from_twin" not in state.header["options"]:  # a journal from before twins: go on as it began
             opts.eager_from_twin = False
@@ -707,8 +708,8 @@ def _resume(ref: str, out_dir: str | Path, progress: ProgressFn | None, environm
         load_registries(opts.workload_files, opts.override_workloads)
         cases = state.planned_cases()
         env = environment if environment is not None else capture_environment(sorted({c.device for c in cases}))
-        run = Run(run_id=state.run_id, created_at=str(state.header["created_at"]), label=str(state.header["label"]),
-                  environment=state.header["environment"], config=resume_config(state, env, get_compiler))
+        run = Run(run_id=state.run_id, created_at=str(state.header["created_at"]), label=str(state.header.get("label") or ""),
+                  environment=dict(state.header.get("environment") or {}), config=resume_config(state, env, get_compiler))
         journal.note_resume(run.config["resumed"][-1])
         opened = journal
         return _run_cases(run, cases, opts, lambda: opened, progress, done=state.records)
