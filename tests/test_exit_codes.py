@@ -298,6 +298,8 @@ def test_a_damaged_store_is_refused_by_every_command_then_rebuilt(capsys, tmp_pa
     for name, argv in _store_readers(out, tmp_path).items():
         line = _one_error(capsys, argv, cli.EXIT_HARNESS)
         assert f"history store {db} is damaged" in line and f"compilebench store rebuild --out {out}" in line, (name, line)
+        if name == "merge-ingest":  # the rebuild reads OUT/runs/, which does not hold the merged file
+            assert f"name it in the rebuild with `--runs {tmp_path / 'merged.json'}`" in line, line
         assert db.read_bytes() == damaged, name  # never touched, let alone deleted
     assert all(p.read_bytes() == text for p, text in runs_before.items())  # the source of truth untouched
     assert (tmp_path / "merged.json").exists()  # merge wrote its file before the ingest failed
@@ -589,3 +591,22 @@ def test_ci_pytest_wrapper_turns_no_tests_ran_into_an_explained_failure(tmp_path
                           env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})  # a bare pytest: seconds less
     assert proc.returncode == code, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert ("collected no tests (exit 5)" in proc.stderr) == (code == 3)
+
+
+def test_a_resume_is_refused_on_a_damaged_store_before_any_case(capsys, tmp_path):
+    """As `run` is: a resume used to measure every missing case and only then fail its ingest."""
+    from harness.model.schema import Run
+    from harness.run.journal import Journal, journal_header
+    from harness.run.runner import RunOptions, plan_cases
+
+    out = _results(tmp_path, nights=2)
+    opts = RunOptions(workloads=["mlp-classic"], scenarios=["forward"], compilers=["eager"], sizes=["tiny"],
+                      devices=["cpu"], out_dir=str(out))
+    cases, _ = plan_cases(opts)
+    run_id = "20300101-000000-cut-aaaaaa"
+    run = Run(run_id, "2030-01-01T00:00:00+00:00", "cut", {}, {})
+    Journal.create(out / "runs" / f"{run_id}.journal.jsonl", journal_header(run, cases, opts)).close()
+    _damage(out / "history.sqlite", "garbage")
+    line = _one_error(capsys, ["run", "--resume", run_id, "--out", str(out)], cli.EXIT_HARNESS)
+    assert "is damaged" in line and "compilebench store rebuild" in line, line
+    assert not (out / "runs" / f"{run_id}.json").exists()  # no case ran: its run file would be written first

@@ -200,7 +200,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if not opts.suite and not opts.devices:
         opts.devices = ["cpu"]
     console = make_console(stderr=json_to_stdout(args))  # --json: stdout holds the JSON alone
-    if opts.ingest and not args.resume:
+    if (_resumed_run_ingests(args.resume, args.out) if args.resume else opts.ingest):
         _check_store(Path(args.out) / "history.sqlite")
     from harness.report.eta import case_times  # breadth-views: the ETA's per-case times from the store
 
@@ -255,6 +255,19 @@ def empty_shard_note(run) -> str | None:
     return (f"shard {shard.get('index')}/{shard.get('count')} holds no case of this plan ({planned} planned "
             f"case(s) over {shard.get('count')} shards): nothing to run; its run file {run.config.get('path')} "
             "records the shard for `compilebench merge`")
+
+
+def _resumed_run_ingests(ref: str, out: str) -> bool:
+    """Whether the run a --resume finishes goes into the store (its journal says; a journal
+    that cannot be read is resume's to report, with its own message)."""
+    from harness.model.schema import RunFileError
+    from harness.run.journal import find_journal, read_journal
+
+    try:
+        options = read_journal(find_journal(ref, out)).header.get("options")
+    except (RunFileError, OSError, ValueError):
+        return False
+    return bool(options.get("ingest", True)) if isinstance(options, dict) else False
 
 
 def _check_store(db: Path) -> None:

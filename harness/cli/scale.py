@@ -66,10 +66,14 @@ def cmd_merge(args: argparse.Namespace) -> int:
               "case is present (they had none)")
     path = save_run(merged, args.output)
     if args.ingest:
-        from harness.run.store import HistoryStore
+        from harness.run.store import HistoryStore, StoreError
 
-        with HistoryStore(args.ingest) as store:
-            store.ingest(merged)
+        try:
+            with HistoryStore(args.ingest) as store:
+                store.ingest(merged)
+        except StoreError as exc:  # a rebuild reads OUT/runs/, where the merged file may not be
+            raise type(exc)(f"{exc}; the merged run is kept in {path}: name it in the rebuild with "
+                            f"`--runs {path}`") from exc
     hosts = ", ".join(merged.environment.get("hosts", []))
     print(f"merged {len(runs)} run(s), {len(merged.records)} record(s) from {hosts} -> {path}")
     for warning in merged.config.get("merge_warnings", []):
