@@ -279,3 +279,25 @@ def test_a_journal_header_without_what_resume_rebuilds_from_is_one_line_exit_2(t
     assert main(["run", "--resume", "20260101-000000-x-aaaaaa", "--out", str(tmp_path)]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and f"the journal header lacks {missing}" in err[0], err
+
+
+def test_a_resume_refuses_a_workload_file_changed_or_gone_since_the_run_began(tmp_path, capsys):
+    from harness.cli.main import main
+    from harness.model.schema import Run
+    from harness.run.journal import Journal, journal_header
+    from harness.run.runner import RunOptions, workload_file_hashes
+
+    models = tmp_path / "my_models.py"
+    models.write_text("# the user's workloads, version 1\n")
+    opts = RunOptions(workloads=["mlp-classic"], compilers=["eager"], devices=["cpu"], sizes=["tiny"],
+                      workload_files=[str(models)], out_dir=str(tmp_path))
+    run_id = "20300101-000000-wf-aaaaaa"
+    run = Run(run_id, "2030-01-01T00:00:00+00:00", "wf", {}, {"workload_file_sha256": workload_file_hashes([str(models)])})
+    (tmp_path / "runs").mkdir()
+    Journal.create(tmp_path / "runs" / f"{run_id}.journal.jsonl", journal_header(run, [], opts)).close()
+    models.write_text("# the user's workloads, version 2: another model\n")
+    assert main(["run", "--resume", run_id, "--out", str(tmp_path)]) == 2
+    assert f"workload file {models} changed since the run began" in capsys.readouterr().err
+    models.unlink()
+    assert main(["run", "--resume", run_id, "--out", str(tmp_path)]) == 2
+    assert f"its workload file {models} is gone" in capsys.readouterr().err

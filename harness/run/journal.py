@@ -322,6 +322,24 @@ def _normalised(obj: Any) -> Any:
     return json.loads(json.dumps(obj, sort_keys=True, default=str))
 
 
+def check_workload_files(state: JournalState) -> None:
+    """Each workload file the run was planned from is there and unchanged (journals from
+    before 2026-12-03 kept no hashes: not checked). A changed file would mix two model
+    definitions in one run, with nothing in its records to say so."""
+    import hashlib
+
+    hashes = (state.header.get("config") or {}).get("workload_file_sha256") or {}
+    for path, then in hashes.items():
+        try:
+            now = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        except OSError:
+            raise ResumeError(f"cannot resume run {state.run_id}: its workload file {path} is gone; put it back "
+                              "as it was, or start a new run") from None
+        if now != then:
+            raise ResumeError(f"cannot resume run {state.run_id}: workload file {path} changed since the run began "
+                              f"(sha256 {then[:12]} then, {now[:12]} now); restore it, or start a new run")
+
+
 def resume_config(state: JournalState, current_env: dict[str, Any], get_compiler: Any) -> dict[str, Any]:
     """The run's config for a resume, after checking that the machine and every compiler
     definition still match what the journaled cases ran with."""

@@ -91,6 +91,19 @@ def workload_modules() -> list[str]:
     return list(WORKLOAD_MODULES)
 
 
+def workload_file_hashes(paths: Sequence[str]) -> dict[str, str]:
+    """SHA-256 of each workload file, as the run began: a resume refuses a file changed since."""
+    import hashlib
+
+    out = {}
+    for path in paths:
+        try:
+            out[path] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        except OSError:
+            continue  # the planner reports a missing file, with its own message
+    return out
+
+
 def load_registries(workload_files: Sequence[str], override: bool = False) -> None:
     from harness.model.workloads import import_workload_module, load_workload_file
 
@@ -629,6 +642,8 @@ def execute(opts: RunOptions, progress: ProgressFn | None = None, environment: d
 def _execute(opts: RunOptions, progress: ProgressFn | None, environment: dict[str, Any] | None) -> Run:
     from harness.measure.environment import capture_environment
 
+    # absolute, so a --resume from another folder finds them (the journal keeps the options)
+    opts.workload_files = [str(Path(p).resolve()) for p in opts.workload_files]
     cases, suite_policy = plan_cases(opts)
     from harness.run.shard import apply_shard
     from harness.run.twins import plan_twins
@@ -668,6 +683,7 @@ def _planned_run(cases: list[Case], opts: RunOptions, policy: dict[str, Any], ti
         "policy": policy,
         "compilers": {c: get_compiler(c).to_dict() for c in sorted({c.compiler for c in cases})},
         "workload_files": opts.workload_files,
+        "workload_file_sha256": workload_file_hashes(opts.workload_files),
         "cases_planned": len(cases),
         "max_memory_gb": opts.max_memory_gb,
         "shard": shard_info,
@@ -692,7 +708,7 @@ def resume(ref: str, out_dir: str | Path = "results", progress: ProgressFn | Non
 
 def _resume(ref: str, out_dir: str | Path, progress: ProgressFn | None, environment: dict[str, Any] | None) -> Run:
     from harness.measure.environment import capture_environment
-    from harness.run.journal import find_journal, resume_config
+    from harness.run.journal import check_workload_files, find_journal, resume_config
 
     path = find_journal(ref, out_dir)
     journal: Journal | None = None
@@ -701,6 +717,7 @@ def _resume(ref: str, out_dir: str | Path, progress: ProgressFn | None, environm
             journal = Journal.reopen(path)  # locks first: nobody appends while we read
         state = journal.read()
         state.require("options", "created_at")
+        check_workload_files(state)  # before they are imported: a changed model must not join the run
         opts = RunOptions(**{k: v for k, v in state.header["options"].items() if k in RunOptions.__dataclass_fields__})
         if "eager_from_twin" not in state.header["options"]:  # a journal from before twins: go on as it began
             opts.eager_from_twin = False
