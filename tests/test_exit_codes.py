@@ -610,3 +610,22 @@ def test_a_resume_is_refused_on_a_damaged_store_before_any_case(capsys, tmp_path
     line = _one_error(capsys, ["run", "--resume", run_id, "--out", str(out)], cli.EXIT_HARNESS)
     assert "is damaged" in line and "compilebench store rebuild" in line, line
     assert not (out / "runs" / f"{run_id}.json").exists()  # no case ran: its run file would be written first
+
+
+def test_a_failed_ingest_after_the_run_file_leaves_no_journal_to_resume(tmp_path):
+    """The complete run file holds everything: a journal left beside it let `--resume` rewrite
+    a finished run (its wall time and servers lost)."""
+    from harness.run import runner
+    from harness.run.store import StoreError
+
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "history.sqlite").write_bytes(b"this is not an sqlite file " * 200)  # found at the ingest
+    opts = runner.RunOptions(workloads=["mlp-classic"], scenarios=["forward"], compilers=["eager"], sizes=["tiny"],
+                             devices=["cpu"], out_dir=str(out), preload=False,
+                             policy={"min_time_s": 0.01, "min_samples": 3, "warmup": 1})
+    with pytest.raises(StoreError) as caught:
+        runner.execute(opts)
+    run = caught.value.run
+    assert (out / "runs" / f"{run.run_id}.json").is_file()
+    assert not list((out / "runs").glob("*.journal.jsonl"))

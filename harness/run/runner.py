@@ -834,8 +834,16 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
             journal.close()
         raise
     with deferred():  # a signal now waits for the run file and its history rows, then exits 130
-        _finish(run, opts, started)
-        journal.remove()  # the complete run file now holds everything the journal had
+        try:
+            _finish(run, opts, started)
+        finally:
+            # once the complete run file is written it holds everything the journal had, even
+            # if the ingest then failed (the store is rebuilt from run files): a journal left
+            # behind would let a --resume rewrite a finished run from it
+            if "path" in run.config:
+                journal.remove()
+            else:  # no run file (a full disk): the journal is all there is, kept for --resume
+                journal.close()
     return run
 
 
