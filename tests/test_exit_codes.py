@@ -629,3 +629,30 @@ def test_a_failed_ingest_after_the_run_file_leaves_no_journal_to_resume(tmp_path
     run = caught.value.run
     assert (out / "runs" / f"{run.run_id}.json").is_file()
     assert not list((out / "runs").glob("*.journal.jsonl"))
+
+
+def test_a_harness_error_between_cases_still_writes_the_finished_cases_run_file(tmp_path, monkeypatch):
+    """An exception in the parent (a bug, a full disk) used to end the run with only a journal."""
+    from harness.model.schema import load_run
+    from harness.run import runner
+
+    real, calls = runner.run_worker, []
+
+    def failing_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("boom between cases")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_worker", failing_second)
+    out = tmp_path / "results"
+    opts = runner.RunOptions(workloads=["mlp-classic"], scenarios=["forward", "train"], compilers=["eager"],
+                             sizes=["tiny"], devices=["cpu"], out_dir=str(out), preload=False, ingest=False,
+                             policy={"min_time_s": 0.01, "min_samples": 3, "warmup": 1})
+    with pytest.raises(RuntimeError, match="boom between cases"):
+        runner.execute(opts)
+    (path,) = (out / "runs").glob("*.json")
+    run = load_run(path)
+    assert len(run.records) == 1 and run.records[0].status == "ok"
+    assert run.config["interrupted"] is True and run.config["error"] == "RuntimeError: boom between cases"
+    assert list((out / "runs").glob("*.journal.jsonl"))  # kept: --resume runs the case that never ran

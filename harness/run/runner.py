@@ -7,6 +7,7 @@ and writes the run file atomically even when interrupted: Ctrl-C keeps the finis
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import itertools
@@ -828,6 +829,18 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
                 run.config["eager_from_twin"] = twins.config(run.records)
                 journal.close()  # kept: `compilebench run --resume` finishes the run from it
                 _finish(run, opts, started)
+        raise
+    except Exception as exc:
+        # the harness failed between cases (a bug, a full disk): the finished cases still get
+        # their run file, marked interrupted with the error, beside the journal `--resume` reads
+        if journal is not None:
+            with deferred():
+                run.config["interrupted"] = True
+                run.config["error"] = f"{type(exc).__name__}: {exc}"[:500]
+                run.records = journal.recorded(cases, run.records)
+                journal.close()
+                with contextlib.suppress(Exception):  # the original error is the one to report
+                    _finish(run, opts, started)
         raise
     except BaseException:
         if journal is not None:
