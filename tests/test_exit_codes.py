@@ -299,7 +299,7 @@ def test_a_damaged_store_is_refused_by_every_command_then_rebuilt(capsys, tmp_pa
         line = _one_error(capsys, argv, cli.EXIT_HARNESS)
         assert f"history store {db} is damaged" in line and f"compilebench store rebuild --out {out}" in line, (name, line)
         if name == "merge-ingest":  # the rebuild reads OUT/runs/, which does not hold the merged file
-            assert f"name it in the rebuild with `--runs {tmp_path / 'merged.json'}`" in line, line
+            assert (f"--runs {out / 'runs'} --runs {tmp_path / 'merged.json'}`" in line), line
         assert db.read_bytes() == damaged, name  # never touched, let alone deleted
     assert all(p.read_bytes() == text for p, text in runs_before.items())  # the source of truth untouched
     assert (tmp_path / "merged.json").exists()  # merge wrote its file before the ingest failed
@@ -656,3 +656,65 @@ def test_a_harness_error_between_cases_still_writes_the_finished_cases_run_file(
     assert len(run.records) == 1 and run.records[0].status == "ok"
     assert run.config["interrupted"] is True and run.config["error"] == "RuntimeError: boom between cases"
     assert list((out / "runs").glob("*.journal.jsonl"))  # kept: --resume runs the case that never ran
+
+
+def test_following_merge_ingests_rebuild_hint_keeps_every_run(capsys, tmp_path):
+    """The hint names both the run files' folder and the merged file: `--runs` replaces the
+    default folder, so naming the merged file alone rebuilt a store without the nights."""
+    import re
+    import shlex
+
+    out = _results(tmp_path, nights=3)
+    db = out / "history.sqlite"
+    _damage(db, "garbage")
+    last = sorted((out / "runs").glob("*.json"))[-1]
+    line = _one_error(capsys, ["merge", str(last), "-o", str(tmp_path / "merged.json"), "--ingest", str(db),
+                               "--allow-mixed"], cli.EXIT_HARNESS)
+    (hint,) = re.findall(r"`(compilebench store rebuild --db [^`]*)`", line)
+    code, _, stdout = _call(capsys, shlex.split(hint)[1:])
+    assert code == cli.EXIT_OK, stdout
+    with HistoryStore(db) as store:
+        assert len(store.run_ids()) == 4  # the three nights and the merged run
+
+
+def test_a_harness_error_in_a_gpu_pool_run_stops_the_pool_and_keeps_what_finished(tmp_path, monkeypatch):
+    """As an interrupt does: cases finished on other GPUs are journaled and in the run file,
+    and no slot starts another case after the run raised (they ran on, unrecorded, before)."""
+    import time
+
+    from harness.model.schema import load_run
+    from harness.run import runner
+    from harness.run.journal import Journal
+
+    monkeypatch.setenv("COMPILEBENCH_TEST_FAKE_GPUS", "2")
+    real_append, appended = Journal.append, []
+
+    def full_disk_once(self, record):
+        appended.append(record.case_id)
+        if len(appended) == 1:
+            raise OSError("No space left on device (simulated)")
+        return real_append(self, record)
+
+    monkeypatch.setattr(Journal, "append", full_disk_once)
+    starts, real_worker = [], runner.run_worker
+
+    def counted(case, *args, **kwargs):
+        starts.append(time.monotonic())
+        return real_worker(case, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_worker", counted)
+    out = tmp_path / "results"
+    opts = runner.RunOptions(workloads=["mlp-classic"], scenarios=["forward"], compilers=["eager"], sizes=["tiny"],
+                             batch_sizes=[2, 4, 8, 16], devices=["cpu"], out_dir=str(out), preload=False,
+                             ingest=False, gpus=[0, 1], policy={"min_time_s": 0.01, "min_samples": 3, "warmup": 1})
+    with pytest.raises(OSError, match="simulated"):
+        runner.execute(opts)
+    raised = time.monotonic()
+    time.sleep(3)
+    assert not [t for t in starts if t > raised], "a slot started a case after the run raised"
+    (path,) = (out / "runs").glob("*.json")
+    run = load_run(path)
+    assert run.config["interrupted"] is True and "simulated" in run.config["error"]
+    journaled = {json.loads(line)["record"]["case_id"] for line in
+                 next((out / "runs").glob("*.journal.jsonl")).read_text().splitlines()[1:]}
+    assert {r.case_id for r in run.records} == journaled  # the run file holds what the journal holds

@@ -114,3 +114,36 @@ def test_a_process_without_samples_does_not_drop_latency_where_the_probe_normali
     assert latency["verdict"] == "slower (eager too)" and code == 1, latency
     assert "normalised by the machine probe" in latency["note"]
     assert "1 of 4 base processes had no samples: judged without them" in latency["note"]
+
+
+def test_flaky_on_both_sides_judges_the_processes_that_passed(tmp_path):
+    """The usual shape of a flaky case (ab rounds, nightly repeats): a crash on each side. It
+    read `still failing` (a pass) whatever head's figures were."""
+    base = _side(tmp_path, "base", ["ok", "ok", "ok", "crashed"])
+    head = _side(tmp_path, "head", ["ok", "crashed", "ok", "ok"], compiled_median=7.5e-4, seed=1)
+    code, case = _gate(tmp_path, base, head)
+    assert code == 1 and case["verdict"] == "regression", case
+    assert any("1 of 4 base processes did not pass (crashed): judged on the 3 that did" in f for f in case["flags"])
+    assert any("1 of 4 head processes did not pass (crashed): judged on the 3 that did" in f for f in case["flags"])
+
+
+def test_a_new_flake_in_head_still_fails(tmp_path):
+    base = _side(tmp_path, "base", ["ok"] * 4)
+    head = _side(tmp_path, "head", ["crashed", "ok", "ok", "ok"], seed=1)
+    code, case = _gate(tmp_path, base, head)
+    assert code == 1 and case["verdict"] == "now failing"
+
+
+def test_skipped_in_base_and_ok_where_it_ran_in_head_is_new(tmp_path):
+    base = _side(tmp_path, "base", ["skipped", "skipped"])
+    head = _side(tmp_path, "head", ["ok", "skipped"], seed=1)
+    code, case = _gate(tmp_path, base, head)
+    assert code == 0 and case["verdict"] == "new", case
+
+
+def test_ok_in_base_and_skipped_in_head_names_the_skip(tmp_path):
+    base = _side(tmp_path, "base", ["ok"])
+    head = _side(tmp_path, "head", ["skipped"], seed=1)
+    code, case = _gate(tmp_path, base, head)
+    assert code == 1 and case["verdict"] == "now failing"
+    assert case["error"] == "Synthetic: synthetic skipped", case

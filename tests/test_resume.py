@@ -301,3 +301,22 @@ def test_a_resume_refuses_a_workload_file_changed_or_gone_since_the_run_began(tm
     models.unlink()
     assert main(["run", "--resume", run_id, "--out", str(tmp_path)]) == 2
     assert f"its workload file {models} is gone" in capsys.readouterr().err
+
+
+def test_a_workload_file_found_unchanged_under_a_moved_checkout_is_taken(tmp_path, monkeypatch):
+    """The results folder copied to another machine (another checkout path): the same file at the
+    same relative path is found by its content; another file of that name is not."""
+    from harness.run.journal import JournalState, ResumeError, check_workload_files
+    from harness.run.runner import workload_file_hashes
+
+    here = tmp_path / "new-checkout" / "tests" / "faults"
+    here.mkdir(parents=True)
+    (here / "suite.py").write_text("# the suite, unchanged\n")
+    planned = "/old/checkout/tests/faults/suite.py"
+    hashes = {planned: workload_file_hashes([str(here / "suite.py")])[str(here / "suite.py")]}
+    state = JournalState(tmp_path / "j.jsonl", {"run_id": "r", "config": {"workload_file_sha256": hashes}})
+    monkeypatch.chdir(tmp_path / "new-checkout")
+    assert check_workload_files(state) == {planned: str(here / "suite.py")}
+    (here / "suite.py").write_text("# another suite of that name\n")
+    with pytest.raises(ResumeError, match="is gone"):
+        check_workload_files(state)

@@ -162,13 +162,17 @@ def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds
         return result, []
     result.status_base, result.status_head = _status(base), _status(head)
     flaky = _flaky_base(base)
-    if flaky is not None and not any(r.status == "ok" for r in head):
+    head_ok = [r for r in head if r.status == "ok"]
+    if flaky is not None and not head_ok:
         result.status_base = "ok"  # passed in some base processes, in no head one: a new failure
-    elif flaky is not None and result.status_head == "ok":
-        failed = sorted({r.status for r in base if r.status != "ok"})
-        result.flags.append(f"{len(base) - len(flaky)} of {len(base)} base processes did not pass ({', '.join(failed)}): "
-                            f"judged on the {len(flaky)} that did")
-        base, result.status_base = flaky, "ok"
+    elif flaky is not None:
+        # passed in some processes of both sides (flaky in head too, or not): the ones that
+        # passed are judged against each other, and the failures on each side are named
+        result.flags.append(_not_passed_flag("base", base, flaky))
+        if len(head_ok) < len(head):
+            result.flags.append(_not_passed_flag("head", head, head_ok))
+        base, head = flaky, head_ok
+        result.status_base = result.status_head = "ok"
     if not _ran(base):
         return _skipped_in_base(result, head, thresholds)
     if result.status_base == "ok" and result.status_head != "ok" and thresholds.enabled("status"):
@@ -214,9 +218,17 @@ def _judge_case(case_id: str, base: list[Record], head: list[Record], thresholds
     return result, pending
 
 
+def _not_passed_flag(side: str, records: list[Record], passed: list[Record]) -> str:
+    failed = sorted({r.status for r in records if r.status != "ok"})
+    return (f"{len(records) - len(passed)} of {len(records)} {side} processes did not pass ({', '.join(failed)}): "
+            f"judged on the {len(passed)} that did")
+
+
 def _now_failing(result: CaseResult, head: list[Record]) -> CaseResult:
     result.verdict = Verdict.NOW_FAILING
-    err = next((r.error for r in head if r.status not in ("ok", "skipped") and r.error), None) or {}
+    # a failure's error first; a skip's reason (the device or dependency it lacked) otherwise
+    err = (next((r.error for r in head if r.status not in ("ok", "skipped") and r.error), None)
+           or next((r.error for r in head if r.status != "ok" and r.error), None) or {})
     result.error = f"{err.get('type', '')}: {err.get('message', '')}"[:300]
     return result
 
@@ -228,7 +240,7 @@ def _skipped_in_base(result: CaseResult, head: list[Record],
     if not _ran(head):
         result.verdict = Verdict.NOT_APPLICABLE
         result.flags.append("skipped in base and in head: nothing ran to compare")
-    elif result.status_head == "ok":
+    elif all(r.status in ("ok", "skipped") for r in head):  # nothing failed: ran ok where it ran
         result.verdict = Verdict.NEW
         result.flags.append("skipped in base: measured in head only")
     elif thresholds.enabled("status"):

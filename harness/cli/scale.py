@@ -72,8 +72,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
             with HistoryStore(args.ingest) as store:
                 store.ingest(merged)
         except StoreError as exc:  # a rebuild reads OUT/runs/, where the merged file may not be
-            raise type(exc)(f"{exc}; the merged run is kept in {path}: name it in the rebuild with "
-                            f"`--runs {path}`") from exc
+            db = Path(args.ingest)
+            raise type(exc)(f"{exc}; the merged run is kept in {path}: name it in the rebuild too, "
+                            f"`compilebench store rebuild --db {db} --runs {db.parent / 'runs'} --runs {path}` "
+                            "(--runs replaces the default folder)") from exc
     hosts = ", ".join(merged.environment.get("hosts", []))
     print(f"merged {len(runs)} run(s), {len(merged.records)} record(s) from {hosts} -> {path}")
     for warning in merged.config.get("merge_warnings", []):

@@ -1,7 +1,7 @@
 """`compilebench store check` and `compilebench store rebuild`: the history store's health.
 
 The store (OUT/history.sqlite) is a cache of the run files; `rebuild` makes it again from
-OUT/runs/*.json (plus any --runs) and moves the old file aside, so a damaged store is one
+OUT/runs/*.json (or the --runs given instead) and moves the old file aside, so a damaged store is one
 command away from a sound one and nothing is ever deleted.
 """
 
@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("store", help="check the history store, or rebuild it from the run files",
                        description="check: open OUT/history.sqlite with its quick check (--full: the full "
                                    "integrity check) and print its size; exit 3 when it is damaged. rebuild: build a "
-                                   "fresh store from OUT/runs/*.json (and --runs), move the old file aside as "
+                                   "fresh store from OUT/runs/*.json (or the --runs given instead), move the old file aside as "
                                    "history.sqlite.before-rebuild-<time> (never deleted) and put the new one in place.")
     p.add_argument("action", choices=("check", "rebuild"))
     p.add_argument("--out", default="results", help="results folder: the store is OUT/history.sqlite, the run "

@@ -322,22 +322,43 @@ def _normalised(obj: Any) -> Any:
     return json.loads(json.dumps(obj, sort_keys=True, default=str))
 
 
-def check_workload_files(state: JournalState) -> None:
+def check_workload_files(state: JournalState) -> dict[str, str]:
     """Each workload file the run was planned from is there and unchanged (journals from
     before 2026-12-03 kept no hashes: not checked). A changed file would mix two model
-    definitions in one run, with nothing in its records to say so."""
-    import hashlib
-
+    definitions in one run, with nothing in its records to say so. A file gone from its
+    absolute path (the checkout moved, a results folder copied to another machine) is looked
+    for at the same relative path under the current folder, and taken only when its content
+    is the same. Returns {path as planned: path to load} for the files found elsewhere."""
     hashes = (state.header.get("config") or {}).get("workload_file_sha256") or {}
+    moved: dict[str, str] = {}
     for path, then in hashes.items():
-        try:
-            now = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-        except OSError:
-            raise ResumeError(f"cannot resume run {state.run_id}: its workload file {path} is gone; put it back "
-                              "as it was, or start a new run") from None
-        if now != then:
+        now = _sha256(Path(path))
+        if now is None:
+            found = next((c for c in _relocations(Path(path)) if _sha256(c) == then), None)
+            if found is None:
+                raise ResumeError(f"cannot resume run {state.run_id}: its workload file {path} is gone (and no file "
+                                  "with its content at the same relative path here); put it back as it was, or "
+                                  "start a new run")
+            moved[path] = str(found)
+        elif now != then:
             raise ResumeError(f"cannot resume run {state.run_id}: workload file {path} changed since the run began "
                               f"(sha256 {then[:12]} then, {now[:12]} now); restore it, or start a new run")
+    return moved
+
+
+def _sha256(path: Path) -> str | None:
+    import hashlib
+
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _relocations(path: Path) -> list[Path]:
+    """The same file under the current folder: every tail of its path, longest first."""
+    parts = path.parts[1:] if path.is_absolute() else path.parts
+    return [Path.cwd().joinpath(*parts[i:]) for i in range(len(parts))]
 
 
 def resume_config(state: JournalState, current_env: dict[str, Any], get_compiler: Any) -> dict[str, Any]:

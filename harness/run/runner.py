@@ -718,8 +718,9 @@ def _resume(ref: str, out_dir: str | Path, progress: ProgressFn | None, environm
             journal = Journal.reopen(path)  # locks first: nobody appends while we read
         state = journal.read()
         state.require("options", "created_at")
-        check_workload_files(state)  # before they are imported: a changed model must not join the run
+        moved = check_workload_files(state)  # before they are imported: a changed model must not join the run
         opts = RunOptions(**{k: v for k, v in state.header["options"].items() if k in RunOptions.__dataclass_fields__})
+        opts.workload_files = [moved.get(p, p) for p in opts.workload_files]
         if "eager_from_twin" not in state.header["options"]:  # a journal from before twins: go on as it began
             opts.eager_from_twin = False
         opts.out_dir = str(path.parent.parent)
@@ -818,29 +819,14 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
         run.config["eager_from_twin"] = twins.config(run.records)
     except KeyboardInterrupt:
         with deferred():  # a second Ctrl-C must not cut the save of the first one short
-            if pool:
-                for finished in pool.cancel():  # done on another GPU, not journaled yet: measured, keep it
-                    if journal is not None:
-                        journal.append(finished)
-                kill_live_workers()
-            if journal is not None:
-                run.config["interrupted"] = True
-                run.records = journal.recorded(cases, run.records)  # the signal may land between the two appends
-                run.config["eager_from_twin"] = twins.config(run.records)
-                journal.close()  # kept: `compilebench run --resume` finishes the run from it
-                _finish(run, opts, started)
+            _save_partial(run, cases, opts, started, journal, pool, twins)
         raise
     except Exception as exc:
         # the harness failed between cases (a bug, a full disk): the finished cases still get
         # their run file, marked interrupted with the error, beside the journal `--resume` reads
-        if journal is not None:
-            with deferred():
-                run.config["interrupted"] = True
-                run.config["error"] = f"{type(exc).__name__}: {exc}"[:500]
-                run.records = journal.recorded(cases, run.records)
-                journal.close()
-                with contextlib.suppress(Exception):  # the original error is the one to report
-                    _finish(run, opts, started)
+        run.config["error"] = f"{type(exc).__name__}: {exc}"[:500]
+        with deferred(), contextlib.suppress(Exception):  # the original error is the one to report
+            _save_partial(run, cases, opts, started, journal, pool, twins)
         raise
     except BaseException:
         if journal is not None:
@@ -874,6 +860,25 @@ def start_announcer(progress: ProgressFn | None, total: int, already: int) -> Ca
         progress("start", case, number, total, None)
 
     return announce
+
+
+def _save_partial(run: Run, cases: list[Case], opts: RunOptions, started: float, journal: Journal | None,
+                  pool: Any, twins: Any) -> None:
+    """A run that stops before its last case (a signal, an error): cases finished on other GPUs
+    are journaled, live workers killed (the pool's slots start no more), and the run file holds
+    exactly what the journal holds, marked interrupted; the journal is kept for --resume."""
+    if pool:
+        for finished in pool.cancel():  # done on another GPU, not journaled yet: measured, keep it
+            if journal is not None:
+                journal.append(finished)
+        kill_live_workers()
+    if journal is None:
+        return
+    run.config["interrupted"] = True
+    run.records = journal.recorded(cases, run.records)  # a signal may land between the two appends
+    run.config["eager_from_twin"] = twins.config(run.records)
+    journal.close()  # kept: `compilebench run --resume` finishes the run from it
+    _finish(run, opts, started)
 
 
 def _finish(run: Run, opts: RunOptions, started: float) -> None:
