@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from harness.cli.main import main
 from harness.model.schema import Run, save_run
@@ -44,47 +45,12 @@ def test_one_crashed_base_process_does_not_hide_a_regression(tmp_path):
     assert any("1 of 4 base processes did not pass (crashed): judged on the 3 that did" in f for f in case["flags"])
 
 
-def test_a_flaky_base_process_and_an_unchanged_head_pass(tmp_path):
-    base = _side(tmp_path, "base", ["ok", "timeout", "ok", "ok"])
-    head = _side(tmp_path, "head", ["ok"] * 4, seed=1)
-    code, case = _gate(tmp_path, base, head)
-    assert code == 0 and case["verdict"] == "unchanged", case
-
-
-def test_a_case_that_passed_in_some_base_processes_and_fails_in_every_head_one_is_now_failing(tmp_path):
-    base = _side(tmp_path, "base", ["ok", "crashed", "ok"])
-    head = _side(tmp_path, "head", ["crashed"] * 3, seed=1)
-    code, case = _gate(tmp_path, base, head)
-    assert code == 1 and case["verdict"] == "now failing"
-
-
-def test_failing_in_every_base_process_is_still_now_passing(tmp_path):
-    base = _side(tmp_path, "base", ["crashed", "crashed"])
-    head = _side(tmp_path, "head", ["ok", "ok"], seed=1)
-    code, case = _gate(tmp_path, base, head)
-    assert code == 0 and case["verdict"] == "now passing"
-
-
-def test_skipped_in_base_and_crashed_in_head_is_now_failing(tmp_path):
-    base = _side(tmp_path, "base", ["skipped"])
-    head = _side(tmp_path, "head", ["crashed"], seed=1)
-    code, case = _gate(tmp_path, base, head)
-    assert code == 1 and case["verdict"] == "now failing"
-
-
 def test_skipped_on_both_sides_is_not_still_failing(tmp_path):
     base = _side(tmp_path, "base", ["skipped"])
     head = _side(tmp_path, "head", ["skipped"], seed=1)
     code, case = _gate(tmp_path, base, head, "--still-failing", "fail")
     assert code == 0 and case["verdict"] == "n/a", case
     assert any("skipped in base and in head" in f for f in case["flags"])
-
-
-def test_skipped_in_base_and_measured_in_head_is_new(tmp_path):
-    base = _side(tmp_path, "base", ["skipped"])
-    head = _side(tmp_path, "head", ["ok"], seed=1)
-    code, case = _gate(tmp_path, base, head)
-    assert code == 0 and case["verdict"] == "new"
 
 
 def test_a_process_without_samples_does_not_drop_latency_where_the_probe_normalises(tmp_path):
@@ -127,23 +93,25 @@ def test_flaky_on_both_sides_judges_the_processes_that_passed(tmp_path):
     assert any("1 of 4 head processes did not pass (crashed): judged on the 3 that did" in f for f in case["flags"])
 
 
-def test_a_new_flake_in_head_still_fails(tmp_path):
-    base = _side(tmp_path, "base", ["ok"] * 4)
-    head = _side(tmp_path, "head", ["crashed", "ok", "ok", "ok"], seed=1)
-    code, case = _gate(tmp_path, base, head)
-    assert code == 1 and case["verdict"] == "now failing"
-
-
-def test_skipped_in_base_and_ok_where_it_ran_in_head_is_new(tmp_path):
-    base = _side(tmp_path, "base", ["skipped", "skipped"])
-    head = _side(tmp_path, "head", ["ok", "skipped"], seed=1)
-    code, case = _gate(tmp_path, base, head)
-    assert code == 0 and case["verdict"] == "new", case
-
-
 def test_ok_in_base_and_skipped_in_head_names_the_skip(tmp_path):
     base = _side(tmp_path, "base", ["ok"])
     head = _side(tmp_path, "head", ["skipped"], seed=1)
     code, case = _gate(tmp_path, base, head)
     assert code == 1 and case["verdict"] == "now failing"
     assert case["error"] == "Synthetic: synthetic skipped", case
+
+
+@pytest.mark.parametrize("base_statuses, head_statuses, code, verdict", [
+    (["ok", "timeout", "ok", "ok"], ["ok"] * 4, 0, "unchanged"),  # one flaky base process, head unchanged
+    (["ok", "crashed", "ok"], ["crashed"] * 3, 1, "now failing"),  # passed in some base processes, in no head one
+    (["crashed", "crashed"], ["ok", "ok"], 0, "now passing"),  # failed in every base process
+    (["ok"] * 4, ["crashed", "ok", "ok", "ok"], 1, "now failing"),  # a new flake in head
+    (["skipped"], ["crashed"], 1, "now failing"),  # never ran in base: not `still failing`
+    (["skipped"], ["ok"], 0, "new"),
+    (["skipped", "skipped"], ["ok", "skipped"], 0, "new"),  # ok where it ran: nothing failed
+])
+def test_the_status_of_a_case_over_its_processes(tmp_path, base_statuses, head_statuses, code, verdict):
+    base = _side(tmp_path, "base", base_statuses)
+    head = _side(tmp_path, "head", head_statuses, seed=1)
+    got, case = _gate(tmp_path, base, head)
+    assert got == code and case["verdict"] == verdict, case

@@ -332,9 +332,9 @@ def check_workload_files(state: JournalState) -> dict[str, str]:
     hashes = (state.header.get("config") or {}).get("workload_file_sha256") or {}
     moved: dict[str, str] = {}
     for path, then in hashes.items():
-        now = _sha256(Path(path))
+        now = file_sha256(Path(path))
         if now is None:
-            found = next((c for c in _relocations(Path(path)) if _sha256(c) == then), None)
+            found = next((c for c in _relocations(Path(path)) if file_sha256(c) == then), None)
             if found is None:
                 raise ResumeError(f"cannot resume run {state.run_id}: its workload file {path} is gone (and no file "
                                   "with its content at the same relative path here); put it back as it was, or "
@@ -346,7 +346,8 @@ def check_workload_files(state: JournalState) -> dict[str, str]:
     return moved
 
 
-def _sha256(path: Path) -> str | None:
+def file_sha256(path: Path) -> str | None:
+    """A file's SHA-256, or None when it cannot be read."""
     import hashlib
 
     try:

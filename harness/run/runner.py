@@ -93,16 +93,11 @@ def workload_modules() -> list[str]:
 
 
 def workload_file_hashes(paths: Sequence[str]) -> dict[str, str]:
-    """SHA-256 of each workload file, as the run began: a resume refuses a file changed since."""
-    import hashlib
+    """SHA-256 of each workload file, as the run began: a resume refuses a file changed since
+    (a missing file is left out: the planner reports it, with its own message)."""
+    from harness.run.journal import file_sha256
 
-    out = {}
-    for path in paths:
-        try:
-            out[path] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-        except OSError:
-            continue  # the planner reports a missing file, with its own message
-    return out
+    return {path: digest for path in paths if (digest := file_sha256(Path(path))) is not None}
 
 
 def load_registries(workload_files: Sequence[str], override: bool = False) -> None:
