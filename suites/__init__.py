@@ -8,6 +8,7 @@ from the command line.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +65,8 @@ class Suite:
     # accuracy rule of its cases: None, each workload's declared rule (hf/timm: dynamo, as HUD
     # judges; others strict); "strict": every case strict (harness/model/accuracy.py)
     accuracy: str | None = None
+    # workers alive at once, compiles side by side, measurements alone (run --compile-overlap)
+    compile_overlap: int = 1
 
 
 SUITES: dict[str, Suite] = {}
@@ -90,8 +93,7 @@ def get_suite(name: str) -> Suite:
 def extend_suite(name: str, *entries: SuiteEntry) -> None:
     """Other suite modules join a named suite (e.g. the LLM tiny models join `smoke`)."""
     suite = SUITES[name]
-    SUITES[name] = Suite(suite.name, suite.description, suite.entries + tuple(entries), suite.policy, suite.timeout_s,
-                         suite.max_memory_gb, suite.accuracy)
+    SUITES[name] = dataclasses.replace(suite, entries=suite.entries + tuple(entries))
 
 
 register_suite(

@@ -13,6 +13,8 @@
 #           BENCH_DEFER, when set, is its COMPILEBENCH_DEFER_COMPILED_STATE (unset: the default, the
 #           decode eager rows derived from the twins' first call, which decodeown's figures check:
 #           `python benchmarks/eager_twins.py BENCH.json --reference DECODEOWN.json`)
+#   serial  the `gpu` suite with --compile-overlap 1 (one case at a time; SERIAL_ARGS, SERIAL_S): the
+#           other side of bench's default overlap of 2 (`compilebench compare SERIAL BENCH`)
 #   decodeown  the `gpu` suite's decode eager cases in processes of their own (--no-eager-from-twin):
 #           the reference the derived decode eager figures must match to the byte
 #   defer   the same decode cases as run by default (the eager case derived from the inductor
@@ -56,6 +58,12 @@ step_bench() {  # its own setsid run inside this one; collect waits for it (the 
   env ${BENCH_DEFER:+COMPILEBENCH_DEFER_COMPILED_STATE=$BENCH_DEFER} RUN_CMD="${BENCH_RUN_CMD:-}" DIR="$DIR/bench" TOX=1 \
     bash benchmarks/gpu/bench_gpu_bg.sh start > "$DIR/bench.log" 2>&1
   DIR="$DIR/bench" WAIT_S="${BENCH_WAIT_S:-1500}" bash benchmarks/gpu/bench_gpu_bg.sh collect >> "$DIR/bench.log" 2>&1
+}
+
+step_serial() {  # issue 25: the `gpu` suite one case at a time (--compile-overlap 1), the other side of bench's overlap
+  PYTHONPATH="$SITE:$PWD" HF_HUB_OFFLINE=1 timeout -s TERM "${SERIAL_S:-900}" "$PY" -m harness run \
+    ${SERIAL_ARGS:---suite gpu --device cuda} --compile-overlap 1 --out "$DIR/serial" --no-ingest --label serial \
+    > "$DIR/serial.log" 2>&1
 }
 
 step_decodeown() {

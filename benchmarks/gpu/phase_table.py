@@ -4,7 +4,8 @@
 
 Phases come from each record's `metrics.phase_s` (the worker's own clock): setup (imports
 and resolution: worker setup), isa_probe, build, eager_first_call, compile, accuracy, measure,
-memory (the memory pass), break_cost, done. "outside any phase" is a case's wall
+memory (the memory pass), break_cost, done; quiet (--compile-overlap: waiting until no other
+worker builds, compiles or measures). "outside any phase" is a case's wall
 (`worker.wall_s`: the runner's spawn-or-fork to reap) minus its phases: interpreter start,
 imports before the first phase, record write, exit. "runner, between cases" is the run's
 wall (`config.wall_s`) minus the cases' walls: planning, journal, preloading servers
@@ -19,10 +20,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-PHASES = ("setup", "isa_probe", "build", "eager_first_call", "compile", "accuracy", "measure", "memory",
+PHASES = ("setup", "isa_probe", "build", "eager_first_call", "compile", "accuracy", "quiet", "measure", "memory",
           "break_cost", "done")
 LABELS = {"setup": "worker setup (imports, resolve)", "isa_probe": "CPU ISA probe", "build": "model build",
           "eager_first_call": "eager first call", "compile": "compile (first compiled call)", "accuracy": "accuracy",
+          "quiet": "waiting to measure alone",
           "measure": "measure (warm-up + timed rounds)", "memory": "memory pass", "break_cost": "graph-break cost pass",
           "done": "finish (derived metrics)"}
 
@@ -63,7 +65,11 @@ def print_tables(runs: list[dict[str, Any]]) -> None:
         if seconds:
             print(f"{LABELS.get(name, name):<36} {seconds:9.1f} {seconds / max(run_wall, case_wall, 1e-9):7.1%}")
     between = run_wall - case_wall
-    print(f"{'runner, between cases':<36} {between:9.1f} {between / max(run_wall, 1e-9):7.1%}")
+    if between >= 0:
+        print(f"{'runner, between cases':<36} {between:9.1f} {between / max(run_wall, 1e-9):7.1%}")
+    else:  # --compile-overlap: workers ran side by side, so their walls add up to more than the run's
+        print(f"{'cases side by side (walls overlap)':<36} {-between:9.1f}   (--compile-overlap "
+              f"{max(int((r.get('config') or {}).get('compile_overlap') or 1) for r in runs)})")
     prestart = [(run.get("config") or {}).get("worker_start", {}).get("prestart") or {} for run in runs]
     together = sum(float(p.get("wall_s") or 0.0) for p in prestart)
     if together:  # the GPU servers started together before the first case (runner.prestart_servers)

@@ -113,6 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "the twin's eager figures instead (same process as the compiled ones; decode too, its "
                         "peak from the twin's eager first call, unless COMPILEBENCH_DEFER_COMPILED_STATE=0; "
                         "docs/RESULTS.md)")
+    p.add_argument("--compile-overlap", type=int, metavar="N",
+                   help="keep up to N workers alive at once on the one device: their cold compiles run side by "
+                        "side, each case's timed rounds and memory alone (a lock: nothing else runs then); each "
+                        "record says how much of its compile overlapped others (metrics.compile_overlap). "
+                        "Default: the suite's (gpu: 2), else 1 (one case at a time; docs/SCALING.md)")
     add_diagnostic_options(p)
     add_output_options(p, "the finished run (the run file's content)")
     p.set_defaults(func=cmd_run)
@@ -133,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
 _SELECTION_OPTIONS = ("suite", "workload", "override_workloads", "scenario", "compiler", "device", "dtype",
                       "batch_size", "size", "timeout", "min_time", "min_samples", "warmup", "warmup_budget",
                       "max_memory_gb", "label", "shard", "shard_costs", "trace", "trace_max_mb", "warm_compile",
-                      "no_eager_from_twin")
+                      "no_eager_from_twin", "compile_overlap")
 
 
 def _check_run_args(args: argparse.Namespace) -> None:
@@ -193,6 +198,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         options=dict(parse_option(o) for o in args.option),
         override_workloads=args.override_workloads,
         eager_from_twin=not args.no_eager_from_twin,
+        compile_overlap=args.compile_overlap,
         **diagnostic_run_options(args),
     )
     if not opts.suite and not opts.compilers:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler import CompilerConfig
+from harness.measure import quiet
 from harness.measure.contention import CONTENTION_KEY, ContentionMeter
 from harness.measure.probe import PROBE_KEY, ProbeSchedule, make_probe
 from harness.measure.spec import CASE_TASK, OWNED_PAGES_ENV, WorkerSpec, task_function
@@ -526,10 +527,12 @@ def compile_first_call(state: CaseState) -> None:
     compile_memory = CompileMemoryProbe(state.device).start()  # host peak RSS of the compile, next to the device's
     cpu_before, faults_before, pool_before = process_cpu_s(), minor_faults(), descendants_cpu_s()
     gc_pauses = GcPauses().start()
+    quiet.mark("compile_start")  # --compile-overlap: the window the runner checks other workers against
     try:
         out, state.compiled_first_s = timed_first_call(prepared.compiled, state.device.synchronize, state.clock)
     finally:  # a failed compile's record keeps its pauses too, and the callback goes
         state.record.metrics["compile_gc"] = gc_pauses.stop()
+        quiet.mark("compile_end")
     # page faults the compile took in this process: a forked case that still shared its server's
     # pages copy-on-write took ~30k more than a spawned one (harness/run/forkserver.py own_inherited_pages)
     state.record.metrics["compile_minor_faults"] = minor_faults() - faults_before
@@ -596,6 +599,12 @@ def accuracy(state: CaseState) -> None:
     state.out_compiled = None
     state.variants["compiled"] = state.prepared.compiled
 # ---- end accuracy rule hook ----
+
+
+def wait_for_quiet(state: CaseState) -> None:
+    """--compile-overlap: wait until no other worker of the run is building, compiling or
+    measuring, and keep the host to this case until its exit (harness/measure/quiet.py)."""
+    state.record.metrics["quiet_wait_s"] = round(quiet.take_exclusive(), 6)
 
 
 def measure(state: CaseState) -> None:
@@ -850,6 +859,7 @@ PHASES: tuple[Phase, ...] = (
     Phase("eager_first_call", eager_first_call),
     Phase("compile", compile_first_call, when=lambda s: s.has_compiled),
     Phase("accuracy", accuracy, when=lambda s: s.has_compiled and not s.compile_only),
+    Phase("quiet", wait_for_quiet, when=lambda s: quiet.active() and not s.compile_only),
     Phase("measure", measure, when=lambda s: not s.compile_only),
     Phase("memory", memory, when=lambda s: not s.compile_only),
     Phase("break_cost", break_cost, when=lambda s: not s.compile_only and _has_graph_breaks(s)),
@@ -987,6 +997,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     record = run_case(spec)
     record.worker = {"pid": os.getpid(), "python": sys.executable}
+    if quiet.active():  # --compile-overlap: the lock's moments, for the runner's overlap figures
+        quiet.mark("record_at")
+        record.worker["quiet"] = quiet.times()
     if os.environ.get(OWNED_PAGES_ENV):  # a forked case: the server's pages it copied before starting
         record.worker["owned_pages"] = json.loads(os.environ[OWNED_PAGES_ENV])
     write_json_atomic(argv[1], json_safe(record.to_dict()))

@@ -70,11 +70,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
+from harness.measure.quiet import QUIET_LOCK_ENV
 from harness.run.isolation import PARENT_ENV, SERVER_TOKEN_ENV, TOKEN_ENV
 
 CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 # keys a case may set differently from the server's environment: none of them is read at import
-PER_CASE_ENV = frozenset({CACHE_ENV, TOKEN_ENV, PARENT_ENV, SERVER_TOKEN_ENV})
+PER_CASE_ENV = frozenset({CACHE_ENV, TOKEN_ENV, PARENT_ENV, SERVER_TOKEN_ENV, QUIET_LOCK_ENV})
 # imported once by the server, in this order; a module that is not installed is left out (and listed)
 # (the modeling modules of the `gpu` suite's models too: a case's build imported them for ~0.5 s)
 PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "transformers", "diffusers",
@@ -450,6 +451,9 @@ def _child(request: dict[str, Any], ctrl: Sequence[int], sync_w: int, server_pid
         os.environ.clear()
         os.environ.update(request["env"])
         os.environ[PARENT_ENV] = str(server_pid)  # for die_with_parent: the server is this process's parent
+        from harness.measure import quiet
+
+        quiet.hold_shared()  # --compile-overlap: not while another worker measures (before the page copies)
         repoint_caches()
         fresh_random_state()
         map_file_pages(file_pages)  # the server's library pages, in this RSS as in a spawned worker's

@@ -88,6 +88,9 @@ def apply_memory_cap(limit: int | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     die_with_parent()
+    from harness.measure import quiet
+
+    quiet.hold_shared()  # --compile-overlap: not while another worker measures (before the imports)
     if len(argv) == 2:
         try:
             spec = json.loads(Path(argv[0]).read_text())

@@ -162,6 +162,7 @@ def dispatch_order(cases: Sequence[Case], costs: Mapping[str, float] | None) -> 
 
 
 RunOne = Callable[[Case, Mapping[str, str]], Record]
+SlotEnv = Callable[[Case, int], dict[str, str]]  # a slot's worker environment (default pin_env)
 Clock = Callable[[], float]
 # harness/run/twins.py: an eager case's record from its twin's, or None (the case must run)
 Derive = Callable[[Case, Mapping[str, Record]], Record | None]
@@ -189,10 +190,15 @@ class GpuPool:
                  costs: Mapping[str, float] | None = None, *, clock: Clock = time.monotonic,
                  reference: Mapping[str, float] | None = None, held: Mapping[str, str] | None = None,
                  derive: Derive | None = None, known: Mapping[str, Record] | None = None,
-                 on_start: OnStart | None = None):
+                 on_start: OnStart | None = None, slot_env: SlotEnv | None = None):
         if not gpus:
             raise GpuPlanError("--gpus needs at least one GPU index")
-        check_cases(cases, gpus)
+        if slot_env is None:
+            check_cases(cases, gpus)
+        # slot_env: the environment of a slot's worker (default: pinned to the slot's GPU); a
+        # --compile-overlap pool gives every slot the same device and the run's quiet lock instead
+        self._slot_env = slot_env or pin_env
+        self._pinned = slot_env is None
         ids = {c.case_id for c in cases}
         self._held: dict[str, list[Case]] = {}
         for case in cases:
@@ -201,7 +207,11 @@ class GpuPool:
                 self._held.setdefault(twin, []).append(case)
         held_ids = {c.case_id for waiting in self._held.values() for c in waiting}
         self._derive = derive
-        self.order = dispatch_order([c for c in cases if c.case_id not in held_ids], costs)
+        queued = [c for c in cases if c.case_id not in held_ids]
+        # a --compile-overlap pool keeps plan order, so that twins (inductor and reduce-overhead
+        # of one model) compile side by side and wait for each other's compile about as long
+        self.order = (dispatch_order(queued, costs) if self._pinned
+                      else [(c, None, "plan order") for c in queued])
         self._todo: queue.SimpleQueue[tuple[int, Case, float | None, str]] = queue.SimpleQueue()
         for position, (case, expected, source) in enumerate(self.order):
             self._todo.put((position, case, expected, source))
@@ -234,17 +244,24 @@ class GpuPool:
             start = self._clock() - self._t0
             self._announce(case)
             try:
-                record = self._run_one(case, pin_env(case, gpu))
+                record = self._run_one(case, self._slot_env(case, gpu))
             except BaseException as exc:  # noqa: BLE001 - a slot must never die silently
-                record = Record.failure(case, "crashed", type(exc).__name__, f"GPU {gpu}: {exc}")
+                where = f"GPU {gpu}" if self._pinned else f"slot {gpu}"
+                record = Record.failure(case, "crashed", type(exc).__name__, f"{where}: {exc}")
             end = self._clock() - self._t0
-            record.worker["gpu"] = gpu
-            record.worker["gpu_pool"] = {
-                "pool": self.token, "gpus": self._gpus, "queue_position": position,
-                "expected_s": None if expected is None else round(expected, 3), "expected_from": source,
-                "one_gpu_s": self._reference.get(case.case_id),
-                "start_s": round(start, 6), "end_s": round(end, 6),
-            }
+            stamp = {"pool": self.token, "queue_position": position, "start_s": round(start, 6),
+                     "end_s": round(end, 6)}
+            if self._pinned:
+                record.worker["gpu"] = gpu
+                record.worker["gpu_pool"] = {
+                    **stamp, "gpus": self._gpus,
+                    "expected_s": None if expected is None else round(expected, 3), "expected_from": source,
+                    "one_gpu_s": self._reference.get(case.case_id),
+                }
+            else:  # the runner's quiet-lock accounting reads the slot and the span (harness/run/overlap.py)
+                record.worker["overlap_pool"] = {**stamp, "slot": gpu, "slots": len(self._gpus),
+                                                 "started_at": round(self._t0 + start, 6),
+                                                 "ended_at": round(self._t0 + end, 6)}
             with self._cond:
                 if self._cancelled:
                     return  # finished after the stop (killed): not a result

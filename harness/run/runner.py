@@ -84,6 +84,9 @@ class RunOptions:
     override_workloads: bool = False  # a --workload-file may replace a built-in workload of the same name
     preload: bool = True  # start cases from a preloaded fork server (harness/run/forkserver.py); --no-preload: spawn
     eager_from_twin: bool = True  # an eager case's record from its compiled twin's where allowed (harness/run/twins.py)
+    # workers alive at once on one device, compiles side by side, measurements alone (harness/run/overlap.py);
+    # None: the suite's default (1 without a suite)
+    compile_overlap: int | None = None
 
 
 def workload_modules() -> list[str]:
@@ -529,6 +532,11 @@ def _prestart_wanted(cases: Sequence[Case], opts: RunOptions, policy: dict[str, 
             continue
         modules = case_preload(spec)
         wanted.setdefault(modules, (python, env, modules))
+    if overlap_width(opts) > 1:  # --compile-overlap: each slot forks from servers of its own
+        from harness.run.overlap import slot_marker
+
+        return pool, [(py, {**e, **slot_marker(slot)}, mods) for py, e, mods in wanted.values()
+                      for slot in range(overlap_width(opts))]
     return pool, list(wanted.values())
 
 
@@ -657,6 +665,14 @@ def _execute(opts: RunOptions, progress: ProgressFn | None, environment: dict[st
     timeout = opts.timeout_s or (SUITES[opts.suite].timeout_s if opts.suite else 600.0)
     if opts.max_memory_gb is None and opts.suite:  # the suite's default CPU memory cap (hf-tiny, timm-tiny)
         opts = dataclasses.replace(opts, max_memory_gb=SUITES[opts.suite].max_memory_gb)
+    if opts.compile_overlap is None:  # resolved here, so the journal's options keep it for a --resume
+        # the suite's default gives way to --gpus (a worker per GPU) and --warm-compile (a warm
+        # compile timed alone); the option itself, given with either, is refused by check_width
+        default = SUITES[opts.suite].compile_overlap if opts.suite else 1
+        opts = dataclasses.replace(opts, compile_overlap=1 if opts.gpus or opts.warm_compile else default)
+    from harness.run.overlap import check_width
+
+    check_width(opts.compile_overlap, opts.gpus, opts.warm_compile)
     devices = sorted({c.device for c in cases})
     with preloaded_workers(opts.preload):  # _run_cases's block shares this pool
         # the GPU cases' servers import while the environment is read; the first case still
@@ -685,6 +701,7 @@ def _planned_run(cases: list[Case], opts: RunOptions, policy: dict[str, Any], ti
         "shard": shard_info,
         "gpus": opts.gpus or None,
         "warm_compile": opts.warm_compile,
+        "compile_overlap": opts.compile_overlap or 1,
         "trace": trace_config(opts, run_id),
         "interrupted": False,
     }
@@ -750,6 +767,7 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
     step ends, so a finished case is never lost."""
     from harness.measure.devices import parse_device
     from harness.run.multigpu import in_plan_order, start_pool
+    from harness.run.overlap import lock_folder, start_overlap_pool
     from harness.run.twins import plan_twins
 
     done = done or {}
@@ -770,6 +788,7 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
 
     journal: Journal | None = None
     pool = None
+    lock_dir: Path | None = None
     try:
         with deferred():  # created and guarded as one step: an interrupted run always gets its run file
             journal = open_journal()
@@ -777,9 +796,14 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
         prestart = prestart_servers(cases, opts, policy, isa_cache, skip={*done, *twins.sources})
         if prestart is not None and isinstance(run.config.get("worker_start"), dict):
             run.config["worker_start"]["prestart"] = prestart
-        pool = start_pool([c for c in cases if c.case_id not in done], run_one, opts.gpus, opts.out_dir,
-                          opts.shard_costs, held=twins.sources, derive=twins.take, known=done,
-                          on_start=start_announcer(progress, len(cases), len(done)))
+        pool_kw = {"held": twins.sources, "derive": twins.take, "known": done,
+                   "on_start": start_announcer(progress, len(cases), len(done))}
+        todo = [c for c in cases if c.case_id not in done]
+        if overlap_width(opts) > 1:
+            lock_dir = lock_folder()
+            pool = start_overlap_pool(todo, run_one, overlap_width(opts), lock_dir / "quiet.lock", **pool_kw)
+        else:
+            pool = start_pool(todo, run_one, opts.gpus, opts.out_dir, opts.shard_costs, **pool_kw)
         # --gpus: cases come back as they finish (journaled at once), the run file lists them in plan order;
         # one by one, a derived eager case comes right after its twin (twins.py), listed in plan order too
         # (with --gpus the pool holds it until its twin is back)
@@ -827,6 +851,9 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
         if journal is not None:
             journal.close()
         raise
+    finally:
+        if lock_dir is not None:  # every worker is gone by now (finished, or killed by _save_partial)
+            shutil.rmtree(lock_dir, ignore_errors=True)
     with deferred():  # a signal now waits for the run file and its history rows, then exits 130
         try:
             _finish(run, opts, started)
@@ -878,6 +905,10 @@ def _save_partial(run: Run, cases: list[Case], opts: RunOptions, started: float,
 
 def _finish(run: Run, opts: RunOptions, started: float) -> None:
     run.config["wall_s"] = round(time.monotonic() - started, 3)
+    if overlap_width(opts) > 1:  # each compile's overlap with the others' work, each measurement checked alone
+        from harness.run.overlap import annotate
+
+        annotate(run.records)
     if opts.gpus:  # per-GPU busy/idle and scaling efficiency, from the records' pool stamps (multigpu.py)
         from harness.run.multigpu import pool_summary
 
@@ -898,6 +929,11 @@ def _finish(run: Run, opts: RunOptions, started: float) -> None:
         except StoreError as exc:
             exc.run = run  # the saved run rides with the error: the CLI still prints its results
             raise
+
+
+def overlap_width(opts: RunOptions) -> int:
+    """How many workers the run keeps alive at once on one device (1: one at a time)."""
+    return int(opts.compile_overlap or 1)
 
 
 def run_path(out_dir: str | Path, run_id: str) -> Path:
