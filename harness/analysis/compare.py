@@ -84,6 +84,7 @@ __all__ = [
     # this module's own
     "DRIFT_SHARE", "CONTENDED_METRICS", "HARDWARE_FIELDS", "TORCH_FIELDS", "COMPILER_FIELDS", "EnvironmentMismatchError", "NoiseTable",
     "compare_case", "compare_runs", "contention_text", "group_records", "environment_mismatches", "describe_side",
+    "compile_overlap_mismatch",
     # re-exported: the verdicts and the split-out pieces, where callers always found them
     "Verdict", "VERDICT_ORDER", "DEFAULT_FAIL_ON", "GateDecision", "REGRESSION", "NOW_FAILING", "MISSING", "NOISY", "IMPROVEMENT",
     "NOW_PASSING", "NEW", "UNCHANGED", "STILL_FAILING", "NOT_APPLICABLE", "SLOWER_EAGER_TOO", "FASTER_EAGER_TOO",
@@ -478,6 +479,23 @@ def environment_mismatches(base: Sequence[Run], head: Sequence[Run],
     return out
 
 
+def _overlap_width(run: Run) -> int:
+    value = as_mapping(run.config).get("compile_overlap")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
+def compile_overlap_mismatch(base: Sequence[Run], head: Sequence[Run]) -> str | None:
+    """A warning when the sides ran with different `--compile-overlap` widths: their cold
+    compiles were timed with different numbers of other workers compiling beside them
+    (harness/run/overlap.py), so a compile-time change may be that, not the compiler."""
+    bw, hw = sorted({_overlap_width(r) for r in base}), sorted({_overlap_width(r) for r in head})
+    if bw == hw and len(bw) == 1:
+        return None
+    return (f"compile times measured with different --compile-overlap: base {'/'.join(map(str, bw))} vs head "
+            f"{'/'.join(map(str, hw))} (workers compiling side by side; timings and memory are measured alone either "
+            "way): run both sides with the same width to judge compile time")
+
+
 def describe_side(runs: Sequence[Run]) -> dict[str, Any]:
     env = runs[0].environment if runs else {}
     return {"run_ids": [r.run_id for r in runs], "labels": sorted({r.label for r in runs if r.label}),
@@ -507,6 +525,9 @@ def compare_runs(base: Sequence[Run], head: Sequence[Run], config: ThresholdConf
             "base and head differ in " + "; ".join(mismatches) + " (pass --allow-mismatch to compare anyway)")
     if mismatches:
         warnings.append("COMPARING ACROSS DIFFERENT ENVIRONMENTS: " + "; ".join(mismatches))
+    overlap = compile_overlap_mismatch(base, head)
+    if overlap:
+        warnings.append(overlap)
     torch_differs = torch_builds_differ([r.environment for r in base], [r.environment for r in head])
     bmap, hmap = group_records(base), group_records(head)
     ids = sorted(set(bmap) | set(hmap))

@@ -28,7 +28,6 @@ cases (no pinning), so the whole path runs end to end on a CPU-only box.
 from __future__ import annotations
 
 import os
-import queue
 import secrets
 import statistics
 import threading
@@ -184,13 +183,18 @@ class GpuPool:
     `known`: records finished before this pool (a resumed run's journal): a held case whose
     twin is among them is settled when the pool starts.
     `on_start`: called from the slot's thread as it starts a case's worker, so the progress
-    says a case is running while it runs, not once it is back."""
+    says a case is running while it runs, not once it is back.
+    `slot_env`: a slot's worker environment instead of pinning it to a GPU (--compile-overlap:
+    every slot on the one device); such a pool keeps plan order. `group_of`: a case starts only
+    while no case of another group runs (--compile-overlap: a model's compiled twins start
+    together and compile side by side, instead of one of them beside the next model's)."""
 
     def __init__(self, cases: Sequence[Case], run_one: RunOne, gpus: Sequence[int],
                  costs: Mapping[str, float] | None = None, *, clock: Clock = time.monotonic,
                  reference: Mapping[str, float] | None = None, held: Mapping[str, str] | None = None,
                  derive: Derive | None = None, known: Mapping[str, Record] | None = None,
-                 on_start: OnStart | None = None, slot_env: SlotEnv | None = None):
+                 on_start: OnStart | None = None, slot_env: SlotEnv | None = None,
+                 group_of: Callable[[Case], Any] | None = None):
         if not gpus:
             raise GpuPlanError("--gpus needs at least one GPU index")
         if slot_env is None:
@@ -212,9 +216,10 @@ class GpuPool:
         # of one model) compile side by side and wait for each other's compile about as long
         self.order = (dispatch_order(queued, costs) if self._pinned
                       else [(c, None, "plan order") for c in queued])
-        self._todo: queue.SimpleQueue[tuple[int, Case, float | None, str]] = queue.SimpleQueue()
-        for position, (case, expected, source) in enumerate(self.order):
-            self._todo.put((position, case, expected, source))
+        self._todo: deque[tuple[int, Case, float | None, str]] = deque(
+            (position, case, expected, source) for position, (case, expected, source) in enumerate(self.order))
+        self._group_of = group_of
+        self._running: dict[str, Any] = {}  # case id -> its group, for group_of
         self._ids = ids
         self._run_one = run_one
         self._on_start = on_start
@@ -235,12 +240,26 @@ class GpuPool:
         for t in self.threads:
             t.start()
 
+    def _take(self) -> tuple[int, Case, float | None, str] | None:
+        """The next case for a free slot, None when none is left. With `group_of`, a case of
+        another group waits until the running group's cases have all finished."""
+        with self._cond:
+            while not self._cancelled and self._todo:
+                item = self._todo[0]
+                group = self._group_of(item[1]) if self._group_of is not None else None
+                if self._group_of is None or not self._running or group in self._running.values():
+                    self._todo.popleft()
+                    self._running[item[1].case_id] = group
+                    return item
+                self._cond.wait(timeout=1.0)
+            return None
+
     def _slot(self, gpu: int) -> None:
         while not self._cancelled:
-            try:
-                position, case, expected, source = self._todo.get_nowait()
-            except queue.Empty:
+            taken = self._take()
+            if taken is None:
                 return
+            position, case, expected, source = taken
             start = self._clock() - self._t0
             self._announce(case)
             try:
@@ -263,6 +282,8 @@ class GpuPool:
                                                  "started_at": round(self._t0 + start, 6),
                                                  "ended_at": round(self._t0 + end, 6)}
             with self._cond:
+                self._running.pop(case.case_id, None)
+                self._cond.notify_all()  # a slot waiting for this group to end
                 if self._cancelled:
                     return  # finished after the stop (killed): not a result
                 self._done[case.case_id] = record
@@ -289,7 +310,8 @@ class GpuPool:
             except Exception as exc:  # noqa: BLE001 - a slot must never die of a derivation: the case runs
                 derived, why = None, f"derivation failed: {type(exc).__name__}: {str(exc)[:200]}"
             if derived is None:
-                self._todo.put((len(self.order), case, None, why))
+                with self._cond:
+                    self._todo.append((len(self.order), case, None, why))
                 continue
             with self._cond:
                 self._done[case.case_id] = derived

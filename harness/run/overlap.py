@@ -34,6 +34,7 @@ from harness.measure.quiet import QUIET_LOCK_ENV
 from harness.model.errors import UserError
 from harness.model.schema import Case, Record
 from harness.run.multigpu import Derive, GpuPool, OnStart, RunOne
+from harness.run.twins import group_key
 
 # a slot's mark in its workers' environment: not a per-case key, so each slot forks from servers
 # of its own (a fork server runs one case at a time; harness/run/forkserver.py)
@@ -46,6 +47,16 @@ MEASURED_BESIDE_SLOP_S = 0.05  # the lock's own moments are read a few microseco
 
 class OverlapPlanError(UserError, ValueError):
     """--compile-overlap that cannot work with this run; the message says the fix."""
+
+
+def resolve_width(asked: int | None, suite_default: int, gpus: Sequence[int], warm_compile: bool) -> int:
+    """The run's width: --compile-overlap as given (checked), else the suite's default, which
+    gives way to --gpus (a worker per GPU already) and --warm-compile (a warm compile is timed
+    alone)."""
+    if asked is None:
+        return 1 if gpus or warm_compile else max(1, int(suite_default))
+    check_width(asked, gpus, warm_compile)
+    return asked
 
 
 def check_width(width: int, gpus: Sequence[int], warm_compile: bool) -> None:
@@ -71,8 +82,18 @@ def start_overlap_pool(cases: Sequence[Case], run_one: RunOne, width: int, lock_
     def slot_env(case: Case, slot: int) -> dict[str, str]:
         return {QUIET_LOCK_ENV: str(lock_path), **slot_marker(slot)}
 
-    return GpuPool(cases, run_one, list(range(width)), None, held=held, derive=derive, known=known,
-                   on_start=on_start, slot_env=slot_env)
+    return GpuPool(gang_order(cases), run_one, list(range(width)), None, held=held, derive=derive, known=known,
+                   on_start=on_start, slot_env=slot_env, group_of=group_key)
+
+
+def gang_order(cases: Sequence[Case]) -> list[Case]:
+    """Plan order by twin group (a model's scenario, all its compilers), each group's compiled
+    cases first: they start together and compile side by side, and an `eager` case of its own
+    process (a train step) comes last, where its measurement waits for no compile."""
+    first: dict[Any, int] = {}
+    for i, case in enumerate(cases):
+        first.setdefault(group_key(case), i)
+    return sorted(cases, key=lambda c: (first[group_key(c)], c.compiler == "eager"))
 
 
 def slot_marker(slot: int) -> dict[str, str]:
@@ -99,7 +120,10 @@ def _windows(record: Record) -> dict[str, Any] | None:
         busy = (started, ended)  # no lock times (a crash before its record): busy all its life
     compile_start, compile_end = _number(times.get("compile_start")), _number(times.get("compile_end"))
     compile_window = (compile_start, compile_end) if compile_start is not None and compile_end is not None else None
-    return {"busy": busy, "measure": quiet.measure_window(dict(times), ended), "compile": compile_window,
+    # the measurement ends where the worker wrote its record; the lock is held to its exit, which
+    # the runner sees a little later (the reap, the sweep): a start waiting on it is not beside it
+    end = _number(times.get("record_at")) or ended
+    return {"busy": busy, "measure": quiet.measure_window(dict(times), end), "compile": compile_window,
             "known": known}
 
 

@@ -665,14 +665,12 @@ def _execute(opts: RunOptions, progress: ProgressFn | None, environment: dict[st
     timeout = opts.timeout_s or (SUITES[opts.suite].timeout_s if opts.suite else 600.0)
     if opts.max_memory_gb is None and opts.suite:  # the suite's default CPU memory cap (hf-tiny, timm-tiny)
         opts = dataclasses.replace(opts, max_memory_gb=SUITES[opts.suite].max_memory_gb)
-    if opts.compile_overlap is None:  # resolved here, so the journal's options keep it for a --resume
-        # the suite's default gives way to --gpus (a worker per GPU) and --warm-compile (a warm
-        # compile timed alone); the option itself, given with either, is refused by check_width
-        default = SUITES[opts.suite].compile_overlap if opts.suite else 1
-        opts = dataclasses.replace(opts, compile_overlap=1 if opts.gpus or opts.warm_compile else default)
-    from harness.run.overlap import check_width
+    from harness.run.overlap import resolve_width
 
-    check_width(opts.compile_overlap, opts.gpus, opts.warm_compile)
+    # resolved here, so the journal's options keep it for a --resume
+    width = resolve_width(opts.compile_overlap, SUITES[opts.suite].compile_overlap if opts.suite else 1,
+                          opts.gpus, opts.warm_compile)
+    opts = dataclasses.replace(opts, compile_overlap=width)
     devices = sorted({c.device for c in cases})
     with preloaded_workers(opts.preload):  # _run_cases's block shares this pool
         # the GPU cases' servers import while the environment is read; the first case still
