@@ -1,0 +1,308 @@
+"""`run --compile-overlap N` (harness/run/overlap.py, harness/measure/quiet.py): the lock between
+real processes, the twin-group scheduling of the pool, the overlap figures and their check, the
+option's resolution and refusals, compare's warning, and one real overlapped run on CPU."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.analysis.compare import compare_runs, compile_overlap_mismatch
+from harness.cli.main import main
+from harness.measure import quiet
+from harness.model.schema import Case, Record, load_run
+from harness.run.multigpu import GpuPool
+from harness.run.overlap import (
+    OVERLAP_KEY,
+    OverlapPlanError,
+    annotate,
+    gang_order,
+    resolve_width,
+    start_overlap_pool,
+)
+from harness.testing.synthetic import synthetic_run
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _no_lock_left():
+    quiet.reset_for_tests()
+    yield
+    quiet.reset_for_tests()
+
+
+def _holder(lock: Path, mode: str, go: Path) -> subprocess.Popen:
+    """A process that takes the lock (`shared` or `exclusive` after shared), says so on stdout,
+    and holds it until `go` exists."""
+    code = (f"import time, pathlib; from harness.measure import quiet; quiet.hold_shared({str(lock)!r}); "
+            + ("quiet.take_exclusive(); " if mode == "exclusive" else "")
+            + f"print('held', flush=True)\nwhile not pathlib.Path({str(go)!r}).exists(): time.sleep(0.01)")
+    return subprocess.Popen([sys.executable, "-c", code], cwd=PROJECT, stdout=subprocess.PIPE, text=True)
+
+
+def _returns_within(fn, seconds: float) -> bool:
+    done = threading.Event()
+    threading.Thread(target=lambda: (fn(), done.set()), daemon=True).start()
+    return done.wait(seconds)
+
+
+def test_exclusive_waits_for_every_shared_holder_and_blocks_new_ones(tmp_path: Path) -> None:
+    lock, go = tmp_path / "quiet.lock", tmp_path / "go"
+    other = _holder(lock, "shared", go)  # a worker still compiling
+    try:
+        assert other.stdout.readline().strip() == "held"
+        assert quiet.hold_shared(str(lock))
+        # this worker's measure must wait for the other's compile to end
+        assert not _returns_within(quiet.take_exclusive, 0.5)
+        go.touch()
+        other.wait(10)
+        deadline = time.monotonic() + 10
+        while quiet.times().get("exclusive_at") is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert quiet.times()["exclusive_at"] >= quiet.times()["exclusive_asked"]
+        go.unlink()
+        # a worker starting now waits at its start, before doing anything
+        late = _holder(lock, "shared", go)
+        said = threading.Event()
+        threading.Thread(target=lambda: late.stdout.readline() and said.set(), daemon=True).start()
+        assert not said.wait(0.5)
+        quiet.release()
+        assert said.wait(10)
+        go.touch()
+        late.wait(10)
+    finally:
+        go.touch()
+        other.kill()
+
+
+def test_a_killed_measurer_frees_the_lock(tmp_path: Path) -> None:
+    lock, go = tmp_path / "quiet.lock", tmp_path / "never"
+    measurer = _holder(lock, "exclusive", go)
+    assert measurer.stdout.readline().strip() == "held"
+    assert not _returns_within(lambda: quiet.hold_shared(str(lock)), 0.3)
+    measurer.kill()  # the kernel drops a dead process's lock: a crash or a timeout never wedges the run
+    measurer.wait(10)
+    deadline = time.monotonic() + 10
+    while not quiet.active() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert quiet.active()
+
+
+def test_no_lock_named_records_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(quiet.QUIET_LOCK_ENV, raising=False)
+    assert not quiet.hold_shared()
+    quiet.mark("compile_start")
+    assert quiet.times() == {}
+    with pytest.raises(RuntimeError):
+        quiet.take_exclusive()
+
+
+@pytest.mark.parametrize(("window", "others", "expected"), [
+    ((0.0, 10.0), [], 0.0),
+    ((0.0, 10.0), [(2.0, 4.0), (3.0, 6.0)], 4.0),  # a union, not a sum
+    ((0.0, 10.0), [(-5.0, 1.0), (9.0, 20.0)], 2.0),  # clipped to the window
+    ((0.0, 10.0), [(10.0, 12.0), (-3.0, 0.0)], 0.0),  # touching is not overlapping
+    ((0.0, 10.0), [(1.0, 2.0), (5.0, 7.0)], 3.0),
+])
+def test_overlap_seconds(window, others, expected) -> None:
+    assert quiet.overlap_seconds(window, others) == pytest.approx(expected)
+
+
+def _case(workload: str, compiler: str, scenario: str = "forward") -> Case:
+    return Case(workload, scenario, compiler, "cuda", "float32", 8, "tiny", "s")
+
+
+def _pooled(case: Case, start: float, times: dict[str, float], end: float) -> Record:
+    rec = Record(case=case, status="ok", metrics={"phase_s": {}})
+    rec.worker = {"overlap_pool": {"started_at": start, "ended_at": end, "slot": 0}, "quiet": times}
+    return rec
+
+
+def test_annotate_measures_the_compile_beside_others_and_checks_each_measurement() -> None:
+    a = _pooled(_case("m", "inductor"), 0.0, {"shared_asked": 0.0, "shared_at": 0.0, "compile_start": 1.0,
+                                               "compile_end": 9.0, "exclusive_asked": 9.0, "exclusive_at": 12.0,
+                                               "record_at": 14.0}, 14.1)
+    b = _pooled(_case("m", "inductor-reduce-overhead"), 0.0,
+                {"shared_asked": 0.0, "shared_at": 0.0, "compile_start": 1.0, "compile_end": 12.0,
+                 "exclusive_asked": 12.0, "exclusive_at": 14.05, "record_at": 16.0}, 16.1)
+    # started while b measured: it waited at its start, its busy window opens when b exits
+    c = _pooled(_case("n", "inductor"), 14.1, {"shared_asked": 14.15, "shared_at": 16.1, "compile_start": 17.0,
+                                                "compile_end": 20.0, "exclusive_asked": 20.0,
+                                                "exclusive_at": 20.0, "record_at": 21.0}, 21.1)
+    annotate([a, b, c])
+    assert a.metrics[OVERLAP_KEY]["overlapped_s"] == pytest.approx(8.0)  # b busy all through a's compile
+    assert a.metrics[OVERLAP_KEY]["share"] == pytest.approx(1.0)
+    assert a.metrics[OVERLAP_KEY]["beside"] == [b.case_id]
+    assert b.metrics[OVERLAP_KEY]["overlapped_s"] == pytest.approx(8.0)  # a asked to measure at 9.0
+    assert c.metrics[OVERLAP_KEY]["overlapped_s"] == 0.0
+    assert c.metrics[OVERLAP_KEY]["start_wait_s"] == pytest.approx(1.95)
+    for rec in (a, b, c):
+        assert rec.metrics[OVERLAP_KEY]["measured_beside_s"] == 0.0
+        assert not rec.notes
+
+
+def test_annotate_flags_a_measurement_another_worker_was_busy_in() -> None:
+    a = _pooled(_case("m", "inductor"), 0.0, {"shared_at": 0.0, "compile_start": 1.0, "compile_end": 2.0,
+                                               "exclusive_asked": 2.0, "exclusive_at": 2.0, "record_at": 6.0}, 6.1)
+    # a lock that did not hold: b compiled from 3 to 5 while a measured
+    b = _pooled(_case("m", "inductor-reduce-overhead"), 2.5, {"shared_at": 3.0, "compile_start": 3.0,
+                                                              "compile_end": 5.0, "exclusive_asked": 5.0,
+                                                              "exclusive_at": 6.2, "record_at": 7.0}, 7.1)
+    annotate([a, b])
+    assert a.metrics[OVERLAP_KEY]["measured_beside_s"] == pytest.approx(2.0)
+    assert any("quiet lock did not hold" in n for n in a.notes)
+    assert not b.notes
+
+
+def test_annotate_leaves_records_no_pool_ran_alone() -> None:
+    derived = Record(case=_case("m", "eager"), status="ok", metrics={"phase_s": {}})
+    annotate([derived])
+    assert OVERLAP_KEY not in derived.metrics
+
+
+def test_gang_order_keeps_twins_together_compiled_first() -> None:
+    cases = [_case("m", "eager", "train"), _case("m", "inductor", "train"), _case("n", "inductor"),
+             _case("m", "inductor-reduce-overhead", "train"), _case("n", "eager")]
+    assert [(c.workload, c.compiler) for c in gang_order(cases)] == [
+        ("m", "inductor"), ("m", "inductor-reduce-overhead"), ("m", "eager"), ("n", "inductor"), ("n", "eager")]
+
+
+class Gate:
+    """run_one for a pool: each case blocks until the test releases it; starts are recorded."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.started: list[str] = []
+        self.running: set[str] = set()
+        self.max_groups = 0
+        self.released: set[str] = set()
+        self.envs: dict[str, dict[str, str]] = {}
+
+    def run_one(self, case: Case, env) -> Record:
+        with self.cond:
+            self.started.append(case.workload + "/" + case.compiler)
+            self.running.add(case.case_id)
+            self.envs[case.case_id] = dict(env)
+            self.max_groups = max(self.max_groups, len({cid.split("/")[0] for cid in self.running}))
+            self.cond.notify_all()
+            self.cond.wait_for(lambda: case.case_id in self.released, timeout=30)
+            self.running.discard(case.case_id)
+        return Record(case=case, status="ok", metrics={"phase_s": {}})
+
+    def wait_started(self, n: int) -> None:
+        with self.cond:
+            assert self.cond.wait_for(lambda: len(self.started) >= n, timeout=30), self.started
+
+    def release(self, case: Case) -> None:
+        with self.cond:
+            self.released.add(case.case_id)
+            self.cond.notify_all()
+
+
+def test_pool_starts_a_group_only_when_the_last_one_is_done(tmp_path: Path) -> None:
+    a1, a2, b1, b2 = _case("a", "inductor"), _case("a", "inductor-reduce-overhead"), _case("b", "inductor"), \
+        _case("b", "inductor-reduce-overhead")
+    gate = Gate()
+    pool = start_overlap_pool([a1, a2, b1, b2], gate.run_one, 2, tmp_path / "quiet.lock")
+    gate.wait_started(2)
+    assert sorted(gate.started) == ["a/inductor", "a/inductor-reduce-overhead"]  # the twins, side by side
+    gate.release(a1)
+    pool.result(a1)
+    time.sleep(0.3)  # a free slot must not start b1 beside a2 (the negative needs a moment)
+    assert len(gate.started) == 2
+    gate.release(a2)
+    gate.wait_started(4)  # both of b's cases start together once a is done
+    gate.release(b1)
+    gate.release(b2)
+    assert [pool.result(c).status for c in (a2, b1, b2)] == ["ok"] * 3
+    assert gate.max_groups == 1
+    lock_env = {env[quiet.QUIET_LOCK_ENV] for env in gate.envs.values()}
+    assert lock_env == {str(tmp_path / "quiet.lock")}
+    slots = {env["COMPILEBENCH_OVERLAP_SLOT"] for env in gate.envs.values()}
+    assert slots == {"0", "1"}  # one fork server per slot: a server runs one case at a time
+
+
+def test_a_gpus_pool_is_unchanged_by_groups() -> None:
+    """Without group_of (--gpus), a free GPU takes the next case whatever its group."""
+    cases = [_case("a", "inductor"), _case("b", "inductor")]
+    gate = Gate()
+    pool = GpuPool(cases, gate.run_one, [0, 1], {})
+    gate.wait_started(2)
+    assert gate.max_groups == 2
+    for c in cases:
+        gate.release(c)
+    assert [pool.result(c).status for c in cases] == ["ok", "ok"]
+
+
+@pytest.mark.parametrize(("asked", "default", "gpus", "warm", "expected"), [
+    (None, 2, [], False, 2),  # the suite's default (gpu: 2)
+    (None, 1, [], False, 1),
+    (None, 2, [0, 1], False, 1),  # gives way to --gpus
+    (None, 2, [], True, 1),  # and to --warm-compile
+    (3, 1, [], False, 3),
+    (1, 2, [0, 1], False, 1),
+])
+def test_resolve_width(asked, default, gpus, warm, expected) -> None:
+    assert resolve_width(asked, default, gpus, warm) == expected
+
+
+@pytest.mark.parametrize(("asked", "gpus", "warm", "fix"), [
+    (0, [], False, "use 1 (off) to 8"), (9, [], False, "use 1 (off) to 8"),
+    (2, [0, 1], False, "--gpus"), (2, [], True, "--warm-compile"),
+])
+def test_resolve_width_refuses(asked, gpus, warm, fix) -> None:
+    with pytest.raises(OverlapPlanError, match=fix.replace("(", r"\(").replace(")", r"\)")):
+        resolve_width(asked, 1, gpus, warm)
+
+
+def test_cli_refuses_a_bad_width_before_any_case(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["run", "-w", "mlp-classic", "-c", "eager", "--device", "cpu", "--compile-overlap", "0",
+                 "--out", str(tmp_path)]) == 2
+    assert "--compile-overlap 0" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
+    assert main(["run", "--resume", "x", "--compile-overlap", "2", "--out", str(tmp_path)]) == 2
+    assert "drop --compile-overlap" in capsys.readouterr().err
+
+
+def test_compare_warns_when_the_widths_differ() -> None:
+    base, head = synthetic_run(3, 1), synthetic_run(3, 2)
+    base.config["compile_overlap"], head.config["compile_overlap"] = 1, 2
+    assert "base 1 vs head 2" in compile_overlap_mismatch([base], [head])
+    assert any("--compile-overlap" in w for w in compare_runs([base], [head]).warnings)
+    head.config["compile_overlap"] = 1
+    assert compile_overlap_mismatch([base], [head]) is None
+    del base.config["compile_overlap"]  # a run from before the option: one at a time
+    assert compile_overlap_mismatch([base], [head]) is None
+
+
+def test_real_overlapped_run_on_cpu(tmp_path: Path) -> None:
+    """Tiny CPU cases, two workers at once: every measurement alone by the lock's own moments,
+    each compiled twin's overlap with the other read from the same moments."""
+    assert main(["run", "-w", "mlp-classic", "--scenario", "forward", "-c", "eager,inductor,inductor-reduce-overhead",
+                 "--device", "cpu", "--compile-overlap", "2", "--out", str(tmp_path), "--no-ingest",
+                 "--min-time", "0.05", "--warmup", "1"]) == 0
+    run = load_run(next((tmp_path / "runs").glob("*.json")))
+    assert run.config["compile_overlap"] == 2
+    assert [r.status for r in run.records] == ["ok"] * 3
+    times = {r.case_id: r.worker["quiet"] for r in run.records}
+    busy = {cid: (t["shared_at"], t["exclusive_asked"]) for cid, t in times.items()}
+    for cid, t in times.items():
+        assert t["shared_at"] <= t["exclusive_asked"] <= t["exclusive_at"] <= t["record_at"]
+        others = [w for other, w in busy.items() if other != cid]
+        assert quiet.overlap_seconds((t["exclusive_at"], t["record_at"]), others) == 0.0
+    compiled = [r for r in run.records if r.case.compiler != "eager"]
+    for rec in compiled:
+        block = rec.metrics[OVERLAP_KEY]
+        window = (rec.worker["quiet"]["compile_start"], rec.worker["quiet"]["compile_end"])
+        twin = next(r for r in compiled if r is not rec)
+        expected = quiet.overlap_seconds(window, [busy[twin.case_id]])
+        assert block["overlapped_s"] == pytest.approx(expected, abs=2e-3)
+        assert (twin.case_id in block["beside"]) == (expected > 0)
+        assert block["measured_beside_s"] == 0.0
+        assert rec.metrics["phase_s"]["quiet"] >= 0.0
