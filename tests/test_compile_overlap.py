@@ -20,6 +20,7 @@ from harness.run.multigpu import GpuPool
 from harness.run.overlap import (
     OVERLAP_KEY,
     OverlapPlanError,
+    alone_after_oom,
     annotate,
     gang_order,
     resolve_width,
@@ -92,6 +93,26 @@ def test_a_killed_measurer_frees_the_lock(tmp_path: Path) -> None:
     while not quiet.active() and time.monotonic() < deadline:
         time.sleep(0.01)
     assert quiet.active()
+
+
+def test_a_case_run_alone_takes_the_lock_exclusive_at_its_start(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    lock, go = tmp_path / "quiet.lock", tmp_path / "go"
+    other = _holder(lock, "shared", go)  # another worker compiling
+    try:
+        assert other.stdout.readline().strip() == "held"
+        monkeypatch.setenv(quiet.ALONE_ENV, "1")
+        assert not _returns_within(lambda: quiet.hold_shared(str(lock)), 0.5)
+        go.touch()
+        other.wait(10)
+        deadline = time.monotonic() + 10
+        while not quiet.active() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert quiet.active()
+        assert _returns_within(quiet.take_exclusive, 1.0)  # already exclusive: no wait
+    finally:
+        go.touch()
+        other.kill()
 
 
 def test_no_lock_named_records_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -306,3 +327,44 @@ def test_real_overlapped_run_on_cpu(tmp_path: Path) -> None:
         assert (twin.case_id in block["beside"]) == (expected > 0)
         assert block["measured_beside_s"] == 0.0
         assert rec.metrics["phase_s"]["quiet"] >= 0.0
+
+
+def _oom(case: Case) -> Record:
+    rec = Record.failure(case, "oom", "OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB",
+                         phase="build")
+    rec.worker["wall_s"] = 3.5
+    return rec
+
+
+def test_a_case_out_of_memory_beside_another_runs_again_alone() -> None:
+    case, envs = _case("llama", "inductor"), []
+    tries = iter([_oom(case), Record(case=case, status="ok", metrics={"phase_s": {}})])
+
+    def run_one(c: Case, env) -> Record:
+        envs.append(dict(env))
+        return next(tries)
+
+    record = alone_after_oom(run_one)(case, {quiet.QUIET_LOCK_ENV: "/tmp/x"})
+    assert record.status == "ok"
+    assert [e.get(quiet.ALONE_ENV) for e in envs] == [None, "1"]
+    assert envs[1][quiet.QUIET_LOCK_ENV] == "/tmp/x"
+    assert record.worker["overlap_retry"] == {"status": "oom", "wall_s": 3.5,
+                                              "error": "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"}
+    assert any("run again alone: then ok" in n for n in record.notes)
+
+
+def test_an_oom_alone_is_the_cases_own_and_other_failures_are_not_retried() -> None:
+    case = _case("llama", "inductor")
+    calls = []
+
+    def always_oom(c: Case, env) -> Record:
+        calls.append(env)
+        return _oom(c)
+
+    record = alone_after_oom(always_oom)(case, {})
+    assert record.status == "oom" and len(calls) == 2
+    assert any("ran out again" in n for n in record.notes)
+    calls.clear()
+    failed = Record.failure(case, "fail_compile", "BackendCompilerFailed", "x", phase="compile")
+    assert alone_after_oom(lambda c, env: calls.append(env) or failed)(case, {}) is failed
+    assert len(calls) == 1

@@ -13,7 +13,9 @@ other worker does anything. One lock file per run, named by `QUIET_LOCK_ENV`, do
   waits for every other holder: no other worker is past its start and before its own measure),
   and keeps it to its exit, when the kernel releases it (a crash or a kill too).
 
-A worker that starts while another measures waits at its start, before it does any work. The
+A worker that starts while another measures waits at its start, before it does any work. A
+case the runner runs again alone (`ALONE_ENV`: it ran out of memory beside another worker)
+takes the lock exclusive at its start and keeps it: nothing else runs beside it at all. The
 seconds spent waiting are recorded (`record.worker["quiet"]`, phase_s["quiet"]), with the
 windows that let the runner say how much of each compile overlapped another worker's work
 (`overlap_seconds`, metrics.compile_overlap_s).
@@ -29,6 +31,9 @@ import time
 from typing import Any
 
 QUIET_LOCK_ENV = "COMPILEBENCH_QUIET_LOCK"
+# set for a case the runner runs again alone (it ran out of memory beside another worker):
+# the lock is taken exclusive at the start, so no other worker is alive beside any of it
+ALONE_ENV = "COMPILEBENCH_QUIET_ALONE"
 
 _fd: int | None = None
 _times: dict[str, float] = {}
@@ -43,7 +48,7 @@ def hold_shared(path: str | None = None) -> bool:
         return _fd is not None
     asked = time.monotonic()
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_SH)
+    fcntl.flock(fd, fcntl.LOCK_EX if os.environ.get(ALONE_ENV) == "1" else fcntl.LOCK_SH)
     _fd = fd
     _times.update(shared_asked=asked, shared_at=time.monotonic())
     return True

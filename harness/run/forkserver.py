@@ -70,12 +70,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
-from harness.measure.quiet import QUIET_LOCK_ENV
+from harness.measure.quiet import ALONE_ENV, QUIET_LOCK_ENV
 from harness.run.isolation import PARENT_ENV, SERVER_TOKEN_ENV, TOKEN_ENV
 
 CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 # keys a case may set differently from the server's environment: none of them is read at import
-PER_CASE_ENV = frozenset({CACHE_ENV, TOKEN_ENV, PARENT_ENV, SERVER_TOKEN_ENV, QUIET_LOCK_ENV})
+PER_CASE_ENV = frozenset({CACHE_ENV, TOKEN_ENV, PARENT_ENV, SERVER_TOKEN_ENV, QUIET_LOCK_ENV, ALONE_ENV})
 # imported once by the server, in this order; a module that is not installed is left out (and listed)
 # (the modeling modules of the `gpu` suite's models too: a case's build imported them for ~0.5 s)
 PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "transformers", "diffusers",

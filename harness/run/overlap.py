@@ -19,7 +19,9 @@ What changes in the figures, and what the records say about it:
   from the lock's moments and notes any record whose measurement another worker's busy window
   touched (`measured_beside_s`), which would be a fault of the lock, not of the case;
 - the run file's `config.compile_overlap` is N; compare says so when two runs differ in it
-  (their compile times were taken under different conditions).
+  (their compile times were taken under different conditions);
+- a case that runs out of memory beside another worker (two large models on a small GPU) is
+  run again alone (`alone_after_oom`), so the width never turns a fitting case into an `oom`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.measure import quiet
-from harness.measure.quiet import QUIET_LOCK_ENV
+from harness.measure.quiet import ALONE_ENV, QUIET_LOCK_ENV
 from harness.model.errors import UserError
 from harness.model.schema import Case, Record
 from harness.run.multigpu import Derive, GpuPool, OnStart, RunOne
@@ -82,8 +84,33 @@ def start_overlap_pool(cases: Sequence[Case], run_one: RunOne, width: int, lock_
     def slot_env(case: Case, slot: int) -> dict[str, str]:
         return {QUIET_LOCK_ENV: str(lock_path), **slot_marker(slot)}
 
-    return GpuPool(gang_order(cases), run_one, list(range(width)), None, held=held, derive=derive, known=known,
-                   on_start=on_start, slot_env=slot_env, group_of=group_key)
+    return GpuPool(gang_order(cases), alone_after_oom(run_one), list(range(width)), None, held=held, derive=derive,
+                   known=known, on_start=on_start, slot_env=slot_env, group_of=group_key)
+
+
+def alone_after_oom(run_one: RunOne) -> RunOne:
+    """A case that ran out of memory beside another worker (two Llama-3.1-8B twins on a 24 GB
+    GPU) is run again alone, the lock exclusive from its start: an `oom` there is the case's
+    own. The first try stays in the record (`worker.overlap_retry`, a note)."""
+
+    def run(case: Case, env: Mapping[str, str]) -> Record:
+        record = run_one(case, env)
+        if record.status != "oom":
+            return record
+        first = {"status": record.status, "error": _error_text(record), "wall_s": record.worker.get("wall_s")}
+        record = run_one(case, {**env, ALONE_ENV: "1"})
+        record.worker["overlap_retry"] = first
+        outcome = "ran out again" if record.status == "oom" else f"then {record.status}"
+        record.notes.append(f"ran out of memory beside another worker ({first['error'][:200]}); run again alone: "
+                            f"{outcome}")
+        return record
+
+    return run
+
+
+def _error_text(record: Record) -> str:
+    err = record.error or {}
+    return f"{err.get('type', '')}: {err.get('message', '')}".strip(": ")[:500]
 
 
 def gang_order(cases: Sequence[Case]) -> list[Case]:
