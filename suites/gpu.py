@@ -7,8 +7,10 @@ diffusion.py; this module only names them. It is listed last in `WORKLOAD_MODULE
 suite is registered after them; `missing_workloads()` says which names are not registered
 (planning the suite then stops with an unknown-workload error naming the first one).
 
-Size: 21 cases. With the short measurement policy below the whole suite, cold compiles
-included, targets < 30 min on one H200; `--shard i/N` splits it across calls or machines.
+Size: 21 cases. With the short measurement policy below and two workers at once (their
+cold compiles side by side, each measurement alone: `compile_overlap=2`), `tox -e bench-gpu`
+took 547 s on one H200 where the suite one case at a time took 696 s on the same host
+(docs/BENCHMARKS.md, fifteenth session); `--shard i/N` splits it across calls or machines.
 """
 
 from __future__ import annotations

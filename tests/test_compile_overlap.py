@@ -368,3 +368,14 @@ def test_an_oom_alone_is_the_cases_own_and_other_failures_are_not_retried() -> N
     failed = Record.failure(case, "fail_compile", "BackendCompilerFailed", "x", phase="compile")
     assert alone_after_oom(lambda c, env: calls.append(env) or failed)(case, {}) is failed
     assert len(calls) == 1
+
+
+def test_report_shows_the_share_beside_another_next_to_the_compile() -> None:
+    from harness.report.report import compile_beside_share, render_report
+
+    run = synthetic_run(2, 3)
+    run.records[0].metrics[OVERLAP_KEY] = {"overlapped_s": 4.2, "share": 0.42, "beside": [run.records[1].case_id]}
+    run.records[1].metrics[OVERLAP_KEY] = {"overlapped_s": 0.0, "share": 0.0, "beside": []}
+    html = render_report(run, charts=False)
+    assert html.count("% beside another") == 1 and "(42% beside another)" in html
+    assert compile_beside_share({}) is None and compile_beside_share({OVERLAP_KEY: {"share": "x"}}) is None

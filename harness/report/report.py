@@ -13,6 +13,7 @@ import math
 import os
 import statistics
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,14 @@ def graphs_detail(m: dict[str, Any]) -> str:
     return text
 
 
+def compile_beside_share(metrics: Mapping[str, Any]) -> float | None:
+    """--compile-overlap: the share of the cold compile another worker was busy beside (None:
+    the case compiled alone, or the run was one case at a time)."""
+    block = metrics.get("compile_overlap")
+    share = block.get("share") if isinstance(block, Mapping) else None
+    return float(share) if isinstance(share, (int, float)) and share > 0 else None
+
+
 def case_rows(run: Run, base_dir: Path | None = None) -> list[dict[str, Any]]:
     """One dict per record with what the case table shows; sort keys are plain numbers."""
     rows = []
@@ -157,6 +166,7 @@ def case_rows(run: Run, base_dir: Path | None = None) -> list[dict[str, Any]]:
             "throughput": m.get("throughput"),
             "unit": m.get("throughput_unit") or "",
             "compile_s": m.get("compile_time_s"),
+            "compile_beside": compile_beside_share(m),
             "warm_compile_s": m.get("warm_compile_time_s"),
             "stages": {k: bd.get(k) for k in ("dynamo", "aot_autograd")} | {
                 "inductor": (bd.get("inductor") or 0) + (bd.get("inductor_codegen") or 0) if bd else None},
