@@ -20,7 +20,7 @@ from harness.run.multigpu import GpuPool
 from harness.run.overlap import (
     OVERLAP_KEY,
     OverlapPlanError,
-    alone_after_oom,
+    RunAgainAlone,
     annotate,
     gang_order,
     resolve_width,
@@ -181,6 +181,51 @@ def test_annotate_flags_a_measurement_another_worker_was_busy_in() -> None:
     assert not b.notes
 
 
+def test_annotate_compares_one_pools_records_only() -> None:
+    """A resumed run's first pool ran at another time (maybe before a reboot reset the clock)."""
+    a = _pooled(_case("m", "inductor"), 0.0, {"shared_at": 0.0, "compile_start": 1.0, "compile_end": 2.0,
+                                               "exclusive_asked": 2.0, "exclusive_at": 2.0, "record_at": 6.0}, 6.1)
+    b = _pooled(_case("n", "inductor"), 0.0, {"shared_at": 0.5, "compile_start": 1.0, "compile_end": 5.0,
+                                               "exclusive_asked": 5.0, "exclusive_at": 6.2, "record_at": 7.0}, 7.1)
+    a.worker["overlap_pool"]["pool"], b.worker["overlap_pool"]["pool"] = "first", "resumed"
+    annotate([a, b])
+    assert a.metrics[OVERLAP_KEY]["measured_beside_s"] == 0.0 and not a.notes
+    assert a.metrics[OVERLAP_KEY]["overlapped_s"] == 0.0 and a.metrics[OVERLAP_KEY]["beside"] == []
+
+
+def test_the_runner_holds_the_lock_while_it_readies_a_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fork server started on first use imports in the runner's time: no worker may measure
+    then. The hold goes when the launch fails too."""
+    import fcntl
+    import os
+
+    from harness.measure.spec import WorkerSpec
+    from harness.run import runner
+
+    lock = tmp_path / "quiet.lock"
+    seen = []
+
+    def server_for(spec, python, env, trace_dir):
+        fd = os.open(lock, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a measurer's request
+            seen.append("free")
+        except BlockingIOError:
+            seen.append("held")
+        finally:
+            os.close(fd)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(runner, "_server_for", server_for)
+    with pytest.raises(RuntimeError, match="stop here"):
+        runner.launch(WorkerSpec(case=_case("m", "inductor")), tmp_path, "cold", tmp_path / "cache", 10.0,
+                      extra_env={quiet.QUIET_LOCK_ENV: str(lock)})
+    assert seen == ["held"]
+    fd = os.open(lock, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released after the failure
+    os.close(fd)
+
+
 def test_annotate_leaves_records_no_pool_ran_alone() -> None:
     derived = Record(case=_case("m", "eager"), status="ok", metrics={"phase_s": {}})
     annotate([derived])
@@ -282,6 +327,12 @@ def test_resolve_width_refuses(asked, gpus, warm, fix) -> None:
         resolve_width(asked, 1, gpus, warm)
 
 
+def test_trace_turns_the_default_off_and_refuses_the_option() -> None:
+    assert resolve_width(None, 2, [], False, trace=True) == 1
+    with pytest.raises(OverlapPlanError, match="--trace"):
+        resolve_width(2, 1, [], False, trace=True)
+
+
 def test_cli_refuses_a_bad_width_before_any_case(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["run", "-w", "mlp-classic", "-c", "eager", "--device", "cpu", "--compile-overlap", "0",
                  "--out", str(tmp_path)]) == 2
@@ -336,38 +387,76 @@ def _oom(case: Case) -> Record:
     return rec
 
 
-def test_a_case_out_of_memory_beside_another_runs_again_alone() -> None:
+def test_again_alone_reruns_an_oom_or_timeout_with_the_lock_exclusive_from_its_start() -> None:
     case, envs = _case("llama", "inductor"), []
-    tries = iter([_oom(case), Record(case=case, status="ok", metrics={"phase_s": {}})])
-
-    def run_one(c: Case, env) -> Record:
-        envs.append(dict(env))
-        return next(tries)
-
-    record = alone_after_oom(run_one)(case, {quiet.QUIET_LOCK_ENV: "/tmp/x"})
+    again = RunAgainAlone(lambda c, env: envs.append(dict(env)) or Record(case=c, status="ok", metrics={"phase_s": {}}))
+    first = _oom(case)
+    assert again.wanted(first)
+    record = again.run(case, {quiet.QUIET_LOCK_ENV: "/tmp/x"}, first)
     assert record.status == "ok"
-    assert [e.get(quiet.ALONE_ENV) for e in envs] == [None, "1"]
-    assert envs[1][quiet.QUIET_LOCK_ENV] == "/tmp/x"
+    assert envs == [{quiet.QUIET_LOCK_ENV: "/tmp/x", quiet.ALONE_ENV: "1"}]
     assert record.worker["overlap_retry"] == {"status": "oom", "wall_s": 3.5,
                                               "error": "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"}
-    assert any("run again alone: then ok" in n for n in record.notes)
+    assert any("ran out of memory beside another worker" in n and "then ok" in n for n in record.notes)
+    timed_out = Record.failure(case, "timeout", "Timeout", "no result after 600s", phase="run")
+    assert again.wanted(timed_out)
+    assert not again.wanted(Record.failure(case, "fail_compile", "BackendCompilerFailed", "x", phase="compile"))
+    capped = _oom(case)
+    capped.error = capped.error.with_fields(memory_cap_bytes=1 << 30)  # --max-memory-gb: the same cap alone
+    assert not again.wanted(capped)
 
 
-def test_an_oom_alone_is_the_cases_own_and_other_failures_are_not_retried() -> None:
-    case = _case("llama", "inductor")
-    calls = []
+class Rerun:
+    """again_alone for a pool test: the first try of `case` 'runs out of memory'."""
 
-    def always_oom(c: Case, env) -> Record:
-        calls.append(env)
-        return _oom(c)
+    def __init__(self, gate: Gate, target: Case) -> None:
+        self.gate, self.target = gate, target
+        self.alone_with: list[set[str]] = []
 
-    record = alone_after_oom(always_oom)(case, {})
-    assert record.status == "oom" and len(calls) == 2
-    assert any("ran out again" in n for n in record.notes)
-    calls.clear()
-    failed = Record.failure(case, "fail_compile", "BackendCompilerFailed", "x", phase="compile")
-    assert alone_after_oom(lambda c, env: calls.append(env) or failed)(case, {}) is failed
-    assert len(calls) == 1
+    def wanted(self, record: Record) -> bool:
+        return record.case_id == self.target.case_id and record.status == "oom"
+
+    def run(self, case: Case, env, first: Record) -> Record:
+        with self.gate.cond:
+            self.alone_with.append(set(self.gate.running))
+        return Record(case=case, status="ok", metrics={"phase_s": {}})
+
+
+def test_pool_reruns_a_crowded_case_only_once_no_other_case_runs(tmp_path: Path) -> None:
+    a1, a2, a3, b1 = (_case("a", "inductor"), _case("a", "inductor-reduce-overhead"), _case("a", "aot_eager"),
+                      _case("b", "inductor"))
+    gate, tried = Gate(), set()
+
+    def run_one(case: Case, env) -> Record:
+        if case == a1 and case.case_id not in tried:  # its first try 'runs out of memory' beside a2
+            tried.add(case.case_id)
+            gate.wait_started(1)
+            return _oom(case)
+        return gate.run_one(case, env)
+
+    rerun = Rerun(gate, a1)
+    pool = GpuPool([a1, a2, a3, b1], run_one, [0, 1], None, slot_env=lambda case, slot: {},
+                   group_of=lambda c: c.workload, again_alone=rerun)
+    gate.wait_started(1)  # a2 (a1 'ran out' once a2 had started beside it)
+    time.sleep(0.3)  # the negative needs a moment: neither the rerun nor a3 may start beside a2
+    assert not rerun.alone_with and gate.started == ["a/inductor-reduce-overhead"]
+    gate.release(a2)
+    assert pool.result(a1).status == "ok"
+    assert rerun.alone_with == [set()]  # nothing else ran beside it
+    gate.wait_started(2)  # then a3, then b once a is done
+    assert gate.started[1] == "a/aot_eager"
+    gate.release(a3)
+    gate.wait_started(3)
+    gate.release(b1)
+    assert [pool.result(c).status for c in (a2, a3, b1)] == ["ok"] * 3
+
+
+def test_pool_does_not_rerun_a_case_that_ran_alone(tmp_path: Path) -> None:
+    a1 = _case("a", "inductor")
+    rerun = Rerun(Gate(), a1)
+    pool = GpuPool([a1], lambda c, env: _oom(c), [0, 1], None, slot_env=lambda case, slot: {},
+                   group_of=lambda c: c.workload, again_alone=rerun)
+    assert pool.result(a1).status == "oom" and not rerun.alone_with
 
 
 def test_report_shows_the_share_beside_another_next_to_the_compile() -> None:

@@ -177,13 +177,14 @@ def test_what_a_twin_says_of_its_compile_stays_with_the_twin():
     twin.notes += ["mode=max-autotune: x", "trace: trace t.log truncated from 90.0 MB to 64.0 MB",
                    "warm_trace: tlparse not installed", "part of this case's Inductor cache went to the fork server's x"]
     twin.metrics.update({"isa_probe_s": 0.1, "cpu_vec_isa": "avx2", "isa_probe_cached": True, "compile_gc": {"seconds": 1},
-                         "cache_layers": {}, "compile_cpu_s": 3.0, "trace": {"dir": "x"}, "warm_compile": {}})
+                         "cache_layers": {}, "compile_cpu_s": 3.0, "trace": {"dir": "x"}, "warm_compile": {},
+                         "quiet_wait_s": 35.7, "compile_overlap": {"share": 1.0}})
     twin.metrics["memory_rounds"] = {"scope": "last_warmup", "reads": {"eager": 1, "compiled": 1},
                                      "spent_s": {"eager": 0.1, "compiled": 0.2}}
     derived = plan([eager_case, twin_case]).take(eager_case, {twin_case.case_id: twin})
     assert derived.notes[1:] == ["prefill: logits of the last position only"], derived.notes
     for key in ("isa_probe_s", "cpu_vec_isa", "isa_probe_cached", "compile_gc", "cache_layers", "compile_cpu_s", "trace",
-                "warm_compile"):
+                "warm_compile", "quiet_wait_s", "compile_overlap"):
         assert key not in derived.metrics, key
     assert derived.metrics["memory_rounds"] == {"scope": "last_warmup", "reads": {"eager": 1}, "spent_s": {"eager": 0.1},
                                                 "from_case": twin_case.case_id}

@@ -492,8 +492,9 @@ def compile_overlap_mismatch(base: Sequence[Run], head: Sequence[Run]) -> str | 
     if bw == hw and len(bw) == 1:
         return None
     return (f"compile times measured with different --compile-overlap: base {'/'.join(map(str, bw))} vs head "
-            f"{'/'.join(map(str, hw))} (workers compiling side by side; timings and memory are measured alone either "
-            "way): run both sides with the same width to judge compile time")
+            f"{'/'.join(map(str, hw))} (workers compiling side by side; timed rounds and memory peaks are measured "
+            "alone either way, builds and first calls are not): run both sides with the same width to judge compile "
+            "time")
 
 
 def describe_side(runs: Sequence[Run]) -> dict[str, Any]:

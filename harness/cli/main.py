@@ -115,9 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "docs/RESULTS.md)")
     p.add_argument("--compile-overlap", type=int, metavar="N",
                    help="keep up to N workers alive at once on the one device: their cold compiles run side by "
-                        "side, each case's timed rounds and memory alone (a lock: nothing else runs then); each "
-                        "record says how much of its compile overlapped others (metrics.compile_overlap). "
-                        "Default: the suite's (gpu: 2), else 1 (one case at a time; docs/SCALING.md)")
+                        "side, each case's timed rounds, memory and break cost alone (a lock: no other worker of "
+                        "the run builds, compiles or measures then); a case that runs out of memory or time beside "
+                        "another runs again alone; each record says how much of its compile overlapped others "
+                        "(metrics.compile_overlap). Default: the suite's (gpu: 2; 1 with --gpus, --warm-compile or "
+                        "--trace, which refuse N > 1), else 1 (one case at a time; docs/SCALING.md)")
     add_diagnostic_options(p)
     add_output_options(p, "the finished run (the run file's content)")
     p.set_defaults(func=cmd_run)

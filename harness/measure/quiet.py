@@ -8,7 +8,9 @@ other worker does anything. One lock file per run, named by `QUIET_LOCK_ENV`, do
 
 - a worker takes it shared the moment its process starts (harness/run/forkserver.py `_child`
   before it copies its server's pages; harness/run/isolation.py `main` before the imports), so
-  workers that build, first-call and compile hold it together;
+  workers that build, first-call and compile hold it together; the runner holds it shared
+  too while it readies a worker (`RunnerHold`: a fork server started on first use imports
+  then), up to the worker's start;
 - before the `measure` phase it converts it to exclusive (flock drops the shared lock and
   waits for every other holder: no other worker is past its start and before its own measure),
   and keeps it to its exit, when the kernel releases it (a crash or a kill too).
@@ -18,7 +20,7 @@ case the runner runs again alone (`ALONE_ENV`: it ran out of memory beside anoth
 takes the lock exclusive at its start and keeps it: nothing else runs beside it at all. The
 seconds spent waiting are recorded (`record.worker["quiet"]`, phase_s["quiet"]), with the
 windows that let the runner say how much of each compile overlapped another worker's work
-(`overlap_seconds`, metrics.compile_overlap_s).
+(`overlap_seconds`, metrics.compile_overlap.overlapped_s).
 
 Times are `time.monotonic()`: CLOCK_MONOTONIC is one clock for every process on the host.
 """
@@ -52,6 +54,25 @@ def hold_shared(path: str | None = None) -> bool:
     _fd = fd
     _times.update(shared_asked=asked, shared_at=time.monotonic())
     return True
+
+
+class RunnerHold:
+    """The runner's own hold on the lock while it readies a worker: a fork server that starts on
+    first use imports torch and settles the ISA probe in the runner's time, before any worker
+    holds the lock, and that work must not land in another worker's measurement. Taken shared
+    (exclusive for a case run alone) before the server is looked up, released once the worker
+    exists: the worker takes its own at its first line. No path (no --compile-overlap): nothing."""
+
+    def __init__(self, path: str | None, alone: bool = False) -> None:
+        self._fd: int | None = None
+        if path:
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fcntl.flock(self._fd, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def active() -> bool:

@@ -35,7 +35,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from harness.model.errors import UserError
 from harness.model.schema import Case, Record
@@ -162,6 +162,15 @@ def dispatch_order(cases: Sequence[Case], costs: Mapping[str, float] | None) -> 
 
 RunOne = Callable[[Case, Mapping[str, str]], Record]
 SlotEnv = Callable[[Case, int], dict[str, str]]  # a slot's worker environment (default pin_env)
+
+
+class AgainAlone(Protocol):
+    """--compile-overlap: which records of cases that ran beside others are run again alone,
+    and how (harness/run/overlap.py)."""
+
+    def wanted(self, record: Record) -> bool: ...
+
+    def run(self, case: Case, env: Mapping[str, str], first: Record) -> Record: ...
 Clock = Callable[[], float]
 # harness/run/twins.py: an eager case's record from its twin's, or None (the case must run)
 Derive = Callable[[Case, Mapping[str, Record]], Record | None]
@@ -187,14 +196,16 @@ class GpuPool:
     `slot_env`: a slot's worker environment instead of pinning it to a GPU (--compile-overlap:
     every slot on the one device); such a pool keeps plan order. `group_of`: a case starts only
     while no case of another group runs (--compile-overlap: a model's compiled twins start
-    together and compile side by side, instead of one of them beside the next model's)."""
+    together and compile side by side, instead of one of them beside the next model's).
+    `again_alone`: a case that ran beside another and ended as it says (out of memory, out of
+    time) runs again once no other case runs, and none starts until it is done."""
 
     def __init__(self, cases: Sequence[Case], run_one: RunOne, gpus: Sequence[int],
                  costs: Mapping[str, float] | None = None, *, clock: Clock = time.monotonic,
                  reference: Mapping[str, float] | None = None, held: Mapping[str, str] | None = None,
                  derive: Derive | None = None, known: Mapping[str, Record] | None = None,
                  on_start: OnStart | None = None, slot_env: SlotEnv | None = None,
-                 group_of: Callable[[Case], Any] | None = None):
+                 group_of: Callable[[Case], Any] | None = None, again_alone: AgainAlone | None = None):
         if not gpus:
             raise GpuPlanError("--gpus needs at least one GPU index")
         if slot_env is None:
@@ -220,6 +231,9 @@ class GpuPool:
             (position, case, expected, source) for position, (case, expected, source) in enumerate(self.order))
         self._group_of = group_of
         self._running: dict[str, Any] = {}  # case id -> its group, for group_of
+        self._again_alone = again_alone
+        self._crowded: set[str] = set()  # cases that had another case running beside them
+        self._solo: str | None = None  # a case running again alone: nothing else starts meanwhile
         self._ids = ids
         self._run_one = run_one
         self._on_start = on_start
@@ -247,12 +261,36 @@ class GpuPool:
             while not self._cancelled and self._todo:
                 item = self._todo[0]
                 group = self._group_of(item[1]) if self._group_of is not None else None
-                if self._group_of is None or not self._running or group in self._running.values():
+                free = self._group_of is None or not self._running or group in self._running.values()
+                if free and self._solo is None:
                     self._todo.popleft()
+                    if self._running:
+                        self._crowded.update([*self._running, item[1].case_id])
                     self._running[item[1].case_id] = group
                     return item
                 self._cond.wait(timeout=1.0)
             return None
+
+    def _alone(self, case: Case, env: Mapping[str, str], record: Record) -> Record:
+        """`again_alone` says whether a case that ran beside others must run again by itself
+        (it ran out of memory, or out of time waiting for the others): wait until no other case
+        runs, start none meanwhile, and run it through `again_alone` (which says so in it)."""
+        assert self._again_alone is not None
+        with self._cond:
+            group = self._running.pop(case.case_id, None)  # not running while it waits its turn
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: self._solo is None or self._cancelled)
+            if self._cancelled:
+                return record
+            self._solo = case.case_id
+            self._cond.wait_for(lambda: not self._running or self._cancelled)
+            self._running[case.case_id] = group
+        try:
+            return self._again_alone.run(case, env, record) if not self._cancelled else record
+        finally:
+            with self._cond:
+                self._solo = None
+                self._cond.notify_all()
 
     def _slot(self, gpu: int) -> None:
         while not self._cancelled:
@@ -263,7 +301,11 @@ class GpuPool:
             start = self._clock() - self._t0
             self._announce(case)
             try:
-                record = self._run_one(case, self._slot_env(case, gpu))
+                env = self._slot_env(case, gpu)
+                record = self._run_one(case, env)
+                if (self._again_alone is not None and case.case_id in self._crowded
+                        and self._again_alone.wanted(record)):
+                    record = self._alone(case, env, record)
             except BaseException as exc:  # noqa: BLE001 - a slot must never die silently
                 where = f"GPU {gpu}" if self._pinned else f"slot {gpu}"
                 record = Record.failure(case, "crashed", type(exc).__name__, f"{where}: {exc}")
@@ -310,8 +352,9 @@ class GpuPool:
             except Exception as exc:  # noqa: BLE001 - a slot must never die of a derivation: the case runs
                 derived, why = None, f"derivation failed: {type(exc).__name__}: {str(exc)[:200]}"
             if derived is None:
-                with self._cond:
-                    self._todo.append((len(self.order), case, None, why))
+                with self._cond:  # first in line: it runs with its own group, not after every other one
+                    self._todo.appendleft((len(self.order), case, None, why))
+                    self._cond.notify_all()
                 continue
             with self._cond:
                 self._done[case.case_id] = derived

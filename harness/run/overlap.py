@@ -20,8 +20,9 @@ What changes in the figures, and what the records say about it:
   touched (`measured_beside_s`), which would be a fault of the lock, not of the case;
 - the run file's `config.compile_overlap` is N; compare says so when two runs differ in it
   (their compile times were taken under different conditions);
-- a case that runs out of memory beside another worker (two large models on a small GPU) is
-  run again alone (`alone_after_oom`), so the width never turns a fitting case into an `oom`.
+- a case that runs out of memory (two large models on a small GPU) or out of time (its waits for
+  the lock count against its timeout) beside another worker runs again alone (`RunAgainAlone`),
+  so the width does not turn a case that fits into an `oom` or a `timeout`.
 """
 
 from __future__ import annotations
@@ -51,17 +52,18 @@ class OverlapPlanError(UserError, ValueError):
     """--compile-overlap that cannot work with this run; the message says the fix."""
 
 
-def resolve_width(asked: int | None, suite_default: int, gpus: Sequence[int], warm_compile: bool) -> int:
+def resolve_width(asked: int | None, suite_default: int, gpus: Sequence[int], warm_compile: bool,
+                  trace: bool = False) -> int:
     """The run's width: --compile-overlap as given (checked), else the suite's default, which
-    gives way to --gpus (a worker per GPU already) and --warm-compile (a warm compile is timed
-    alone)."""
+    gives way to --gpus (a worker per GPU already), --warm-compile (a warm compile is timed
+    alone) and --trace (tlparse runs in the runner after each case, beside the next one's)."""
     if asked is None:
-        return 1 if gpus or warm_compile else max(1, int(suite_default))
-    check_width(asked, gpus, warm_compile)
+        return 1 if gpus or warm_compile or trace else max(1, int(suite_default))
+    check_width(asked, gpus, warm_compile, trace)
     return asked
 
 
-def check_width(width: int, gpus: Sequence[int], warm_compile: bool) -> None:
+def check_width(width: int, gpus: Sequence[int], warm_compile: bool, trace: bool = False) -> None:
     if width < 1 or width > MAX_WIDTH:
         raise OverlapPlanError(f"--compile-overlap {width}: use 1 (off) to {MAX_WIDTH}")
     if width > 1 and gpus:
@@ -70,6 +72,9 @@ def check_width(width: int, gpus: Sequence[int], warm_compile: bool) -> None:
     if width > 1 and warm_compile:
         raise OverlapPlanError("--compile-overlap with --warm-compile would time the warm compile beside other "
                                "workers' cold ones: drop one of the two")
+    if width > 1 and trace:
+        raise OverlapPlanError("--compile-overlap with --trace would run tlparse (up to minutes a case) beside other "
+                               "workers' measurements: drop one of the two")
 
 
 def lock_folder() -> Path:
@@ -84,28 +89,37 @@ def start_overlap_pool(cases: Sequence[Case], run_one: RunOne, width: int, lock_
     def slot_env(case: Case, slot: int) -> dict[str, str]:
         return {QUIET_LOCK_ENV: str(lock_path), **slot_marker(slot)}
 
-    return GpuPool(gang_order(cases), alone_after_oom(run_one), list(range(width)), None, held=held, derive=derive,
-                   known=known, on_start=on_start, slot_env=slot_env, group_of=group_key)
+    return GpuPool(gang_order(cases), run_one, list(range(width)), None, held=held, derive=derive, known=known,
+                   on_start=on_start, slot_env=slot_env, group_of=group_key, again_alone=RunAgainAlone(run_one))
 
 
-def alone_after_oom(run_one: RunOne) -> RunOne:
-    """A case that ran out of memory beside another worker (two Llama-3.1-8B twins on a 24 GB
-    GPU) is run again alone, the lock exclusive from its start: an `oom` there is the case's
-    own. The first try stays in the record (`worker.overlap_retry`, a note)."""
+# a first try that another worker may have caused: out of device memory beside it, or out of time
+# while it waited for the lock (its waits count against the case's timeout)
+AGAIN_STATUSES = ("oom", "timeout")
 
-    def run(case: Case, env: Mapping[str, str]) -> Record:
-        record = run_one(case, env)
-        if record.status != "oom":
-            return record
-        first = {"status": record.status, "error": _error_text(record), "wall_s": record.worker.get("wall_s")}
-        record = run_one(case, {**env, ALONE_ENV: "1"})
-        record.worker["overlap_retry"] = first
-        outcome = "ran out again" if record.status == "oom" else f"then {record.status}"
-        record.notes.append(f"ran out of memory beside another worker ({first['error'][:200]}); run again alone: "
-                            f"{outcome}")
+
+class RunAgainAlone:
+    """A case that ran out of memory (two Llama-3.1-8B twins on a 24 GB GPU) or out of time (its
+    waits for the lock are in its timeout) beside another worker runs again alone: the pool waits
+    until no other case runs and starts none meanwhile (multigpu.GpuPool `again_alone`), and the
+    worker takes the lock exclusive from its start. An `oom` or `timeout` then is the case's own;
+    the first try stays in the record (`worker.overlap_retry`, a note). A host memory cap's
+    `oom` (--max-memory-gb, RLIMIT_AS) is the same alone: not retried."""
+
+    def __init__(self, run_one: RunOne) -> None:
+        self._run_one = run_one
+
+    def wanted(self, record: Record) -> bool:
+        return record.status in AGAIN_STATUSES and not (record.error or {}).get("memory_cap_bytes")
+
+    def run(self, case: Case, env: Mapping[str, str], first: Record) -> Record:
+        tried = {"status": first.status, "error": _error_text(first), "wall_s": first.worker.get("wall_s")}
+        record = self._run_one(case, {**env, ALONE_ENV: "1"})
+        record.worker["overlap_retry"] = tried
+        outcome = f"{record.status} again" if record.status == first.status else f"then {record.status}"
+        what = "ran out of memory" if first.status == "oom" else "timed out"
+        record.notes.append(f"{what} beside another worker ({tried['error'][:200]}); run again alone: {outcome}")
         return record
-
-    return run
 
 
 def _error_text(record: Record) -> str:
@@ -116,7 +130,8 @@ def _error_text(record: Record) -> str:
 def gang_order(cases: Sequence[Case]) -> list[Case]:
     """Plan order by twin group (a model's scenario, all its compilers), each group's compiled
     cases first: they start together and compile side by side, and an `eager` case of its own
-    process (a train step) comes last, where its measurement waits for no compile."""
+    process (a train step) comes last (it starts when a slot frees, beside the last twin's
+    compile or measurement, whose end its own measurement waits for)."""
     first: dict[Any, int] = {}
     for i, case in enumerate(cases):
         first.setdefault(group_key(case), i)
@@ -151,7 +166,7 @@ def _windows(record: Record) -> dict[str, Any] | None:
     # the runner sees a little later (the reap, the sweep): a start waiting on it is not beside it
     end = _number(times.get("record_at")) or ended
     return {"busy": busy, "measure": quiet.measure_window(dict(times), end), "compile": compile_window,
-            "known": known}
+            "known": known, "pool": pool.get("pool")}
 
 
 def annotate(records: Sequence[Record]) -> None:
@@ -162,7 +177,10 @@ def annotate(records: Sequence[Record]) -> None:
         mine = windows.get(id(record))
         if mine is None:
             continue
-        others = [(r, windows[id(r)]) for r in records if r is not record and id(r) in windows]
+        # one pool's records only: a resumed run's earlier pool ran at another time, perhaps before a
+        # reboot reset the monotonic clock its moments are on
+        others = [(r, windows[id(r)]) for r in records
+                  if r is not record and id(r) in windows and windows[id(r)]["pool"] == mine["pool"]]
         busy = [(r, w["busy"]) for r, w in others if w["busy"] is not None]
         block: dict[str, Any] = {}
         if mine["compile"] is not None:

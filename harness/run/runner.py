@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler import get_compiler
+from harness.measure import quiet
 from harness.measure.environment import SHARED_CACHE_ENV, default_cache_root
 from harness.measure.spec import WorkerSpec
 from harness.measure.timing import StopPolicy
@@ -366,10 +367,26 @@ def launch(spec: WorkerSpec, tmp: Path, name: str, cache_dir: Path, timeout_s: f
     env = {**worker_env(cache_dir), **(extra_env or {})}  # extra_env: GPU pinning (--gpus), experiment settings
     if trace_dir is not None:
         env.update(trace_env(trace_dir))  # in the environment: torch opens the log at import
-    server, start = _server_for(spec, python, env, trace_dir)  # a new server preloads once
+    # --compile-overlap: a server started now imports in the runner's time: under the run's lock
+    hold = quiet.RunnerHold(env.get(quiet.QUIET_LOCK_ENV), alone=env.get(quiet.ALONE_ENV) == "1")
+    try:
+        server, start = _server_for(spec, python, env, trace_dir)  # a new server preloads once
+    except BaseException:
+        hold.release()
+        raise
     token = child_env(env)  # marks the worker's descendants, even those that leave its session
-    started = time.monotonic()
     limit = memory_limit_bytes(spec.to_dict())
+    try:
+        return _start_and_wait(spec_path, out_path, stdout_path, stderr_path, env, python, server, start, token,
+                               limit, timeout_s, hold)
+    finally:
+        hold.release()  # idempotent: released once the worker exists, or here on any failure before
+
+
+def _start_and_wait(spec_path: Path, out_path: Path, stdout_path: Path, stderr_path: Path, env: dict[str, str],
+                    python: str, server: Any, start: dict[str, str], token: str, limit: int | None, timeout_s: float,
+                    hold: Any) -> Outcome:
+    started = time.monotonic()
     # deferred: a stop signal cannot land between the spawn and the registration that lets
     # the runner kill this worker; only the wait itself is interruptible (harness/run/signals.py)
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err, deferred():
@@ -386,6 +403,7 @@ def launch(spec: WorkerSpec, tmp: Path, name: str, cache_dir: Path, timeout_s: f
                 stdout=out, stderr=err, env=env, cwd=str(PROJECT_ROOT), start_new_session=True,
             )
         LIVE_WORKERS.add(proc)  # so an interrupted --gpus run can kill every worker in flight
+        hold.release()  # the worker holds the lock itself from its first line
         try:
             checkpoint("worker-started")
             with interruptible():
@@ -669,7 +687,7 @@ def _execute(opts: RunOptions, progress: ProgressFn | None, environment: dict[st
 
     # resolved here, so the journal's options keep it for a --resume
     width = resolve_width(opts.compile_overlap, SUITES[opts.suite].compile_overlap if opts.suite else 1,
-                          opts.gpus, opts.warm_compile)
+                          opts.gpus, opts.warm_compile, opts.trace)
     opts = dataclasses.replace(opts, compile_overlap=width)
     devices = sorted({c.device for c in cases})
     with preloaded_workers(opts.preload):  # _run_cases's block shares this pool

@@ -177,8 +177,10 @@ def history_costs(db_path: str | Path, case_ids: Sequence[str] | None = None, *,
                   pooled: bool = True) -> dict[str, float]:
     """Median worker wall seconds per case id from a history store (empty when the file
     does not exist or holds no timings). Read-only: sharding never writes the store.
-    `pooled=False` leaves out records measured in a `--gpus` pool (record.worker.gpu set),
-    the one-worker-at-a-time reference that multi-GPU scaling is measured against."""
+    `pooled=False` leaves out records measured in a `--gpus` pool (record.worker.gpu set) or
+    beside other workers (`--compile-overlap`: record.worker.overlap_pool set, a wall that holds
+    the lock's waits): the one-worker-at-a-time reference that multi-GPU scaling is measured
+    against. Balancing keeps them (with no other history they are the only costs there are)."""
     path = Path(db_path)
     if not path.is_file():
         return {}
@@ -192,7 +194,9 @@ def history_costs(db_path: str | Path, case_ids: Sequence[str] | None = None, *,
             "WHERE json_extract(record_json, '$.worker.wall_s') IS NOT NULL"
             # a derived eager record's wall is the derivation's microseconds, not what the case costs in a process
             " AND coalesce(json_extract(record_json, '$.worker.start'), '') != 'derived'"
-            + ("" if pooled else " AND json_extract(record_json, '$.worker.gpu') IS NULL")
+            # a --compile-overlap worker's wall holds its waits for the lock (up to 3x its own work)
+            + ("" if pooled else " AND json_extract(record_json, '$.worker.gpu') IS NULL"
+                                 " AND json_extract(record_json, '$.worker.overlap_pool') IS NULL")
         ).fetchall()
     except sqlite3.Error as exc:
         raise ShardError(f"{path}: cannot read case costs from this history store ({exc}); "

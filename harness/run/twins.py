@@ -60,7 +60,7 @@ EAGER_VARIANT = "eager"  # the eager variant's name in a worker's per-variant fi
 
 # metrics of the twin that describe its compiled variant, never the eager one
 _COMPILED_ONLY = frozenset(f.name for group in (CompileStats, Speedup) for f in group.declared()) | {
-    "phase_s", "eager_throughput", "latency_s", "throughput", "accuracy",
+    "phase_s", "eager_throughput", "latency_s", "throughput", "accuracy", "quiet_wait_s",
 }
 _COMPILED_ONLY_PREFIXES = ("compile", "warm_", "trace", "graph_break", "outside_graphs", "cache", "ops_per_graph",
                            "structured_logging", "isa_probe", "cpu_vec_isa")  # the ISA probe: Inductor's, CPU only
