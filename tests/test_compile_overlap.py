@@ -351,6 +351,18 @@ def test_compare_warns_when_the_widths_differ() -> None:
     assert compile_overlap_mismatch([base], [head]) is None
     del base.config["compile_overlap"]  # a run from before the option: one at a time
     assert compile_overlap_mismatch([base], [head]) is None
+    # a merge of shards that ran at different widths keeps each under config.sources
+    head.config = {"sources": {"s1": {"compile_overlap": 2}, "s2": {"compile_overlap": 1}}}
+    assert "base 1 vs head 1/2" in compile_overlap_mismatch([base], [head])
+
+
+def test_width_is_cut_to_the_largest_group() -> None:
+    from harness.run.overlap import slots_needed
+
+    twins = [_case("m", "inductor"), _case("m", "inductor-reduce-overhead")]
+    assert slots_needed(twins, 8) == 2
+    assert slots_needed(twins[:1] + [_case("n", "inductor")], 2) == 1  # one case a group: one at a time
+    assert slots_needed([], 2) == 1
 
 
 def test_real_overlapped_run_on_cpu(tmp_path: Path) -> None:

@@ -479,16 +479,26 @@ def environment_mismatches(base: Sequence[Run], head: Sequence[Run],
     return out
 
 
-def _overlap_width(run: Run) -> int:
-    value = as_mapping(run.config).get("compile_overlap")
+def _width(config: Mapping[str, Any]) -> int:
+    value = config.get("compile_overlap")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
+def _overlap_widths(run: Run) -> set[int]:
+    """The widths a run's cases ran at: its own, or a merged run's inputs' (merge keeps a key
+    the inputs disagree on under config.sources only); none recorded: 1, one at a time."""
+    config = as_mapping(run.config)
+    if "compile_overlap" in config or not isinstance(config.get("sources"), Mapping):
+        return {_width(config)}
+    return {_width(as_mapping(src)) for src in config["sources"].values()} or {1}
 
 
 def compile_overlap_mismatch(base: Sequence[Run], head: Sequence[Run]) -> str | None:
     """A warning when the sides ran with different `--compile-overlap` widths: their cold
     compiles were timed with different numbers of other workers compiling beside them
     (harness/run/overlap.py), so a compile-time change may be that, not the compiler."""
-    bw, hw = sorted({_overlap_width(r) for r in base}), sorted({_overlap_width(r) for r in head})
+    bw = sorted(set().union(*(_overlap_widths(r) for r in base)))
+    hw = sorted(set().union(*(_overlap_widths(r) for r in head)))
     if bw == hw and len(bw) == 1:
         return None
     return (f"compile times measured with different --compile-overlap: base {'/'.join(map(str, bw))} vs head "

@@ -127,6 +127,15 @@ def _error_text(record: Record) -> str:
     return f"{err.get('type', '')}: {err.get('message', '')}".strip(": ")[:500]
 
 
+def slots_needed(cases: Sequence[Case], width: int) -> int:
+    """Slots worth having: a group runs alone, so a width above the largest group's case count
+    would only idle slots (and start their fork servers)."""
+    sizes: dict[Any, int] = {}
+    for case in cases:
+        sizes[group_key(case)] = sizes.get(group_key(case), 0) + 1
+    return max(1, min(width, max(sizes.values(), default=1)))
+
+
 def gang_order(cases: Sequence[Case]) -> list[Case]:
     """Plan order by twin group (a model's scenario, all its compilers), each group's compiled
     cases first: they start together and compile side by side, and an `eager` case of its own

@@ -550,11 +550,12 @@ def _prestart_wanted(cases: Sequence[Case], opts: RunOptions, policy: dict[str, 
             continue
         modules = case_preload(spec)
         wanted.setdefault(modules, (python, env, modules))
-    if overlap_width(opts) > 1:  # --compile-overlap: each slot forks from servers of its own
-        from harness.run.overlap import slot_marker
+    from harness.run.overlap import slot_marker, slots_needed
 
+    slots = slots_needed([c for c in cases if c.case_id not in skip], overlap_width(opts))
+    if slots > 1:  # --compile-overlap: each slot forks from servers of its own
         return pool, [(py, {**e, **slot_marker(slot)}, mods) for py, e, mods in wanted.values()
-                      for slot in range(overlap_width(opts))]
+                      for slot in range(slots)]
     return pool, list(wanted.values())
 
 
@@ -783,7 +784,7 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
     step ends, so a finished case is never lost."""
     from harness.measure.devices import parse_device
     from harness.run.multigpu import in_plan_order, start_pool
-    from harness.run.overlap import lock_folder, start_overlap_pool
+    from harness.run.overlap import lock_folder, slots_needed, start_overlap_pool
     from harness.run.twins import plan_twins
 
     done = done or {}
@@ -805,6 +806,11 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
     journal: Journal | None = None
     pool = None
     lock_dir: Path | None = None
+    todo = [c for c in cases if c.case_id not in done]
+    # the width the run uses, in the journal's header too: a group runs alone, so slots beyond the
+    # largest group would idle; a resume keeps the widest of its segments
+    slots = slots_needed([c for c in todo if c.case_id not in twins.sources], overlap_width(opts))
+    run.config["compile_overlap"] = max(slots, int(run.config.get("compile_overlap") or 1) if done else 1)
     try:
         with deferred():  # created and guarded as one step: an interrupted run always gets its run file
             journal = open_journal()
@@ -814,10 +820,9 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
             run.config["worker_start"]["prestart"] = prestart
         pool_kw = {"held": twins.sources, "derive": twins.take, "known": done,
                    "on_start": start_announcer(progress, len(cases), len(done))}
-        todo = [c for c in cases if c.case_id not in done]
-        if overlap_width(opts) > 1:
+        if slots > 1:
             lock_dir = lock_folder()
-            pool = start_overlap_pool(todo, run_one, overlap_width(opts), lock_dir / "quiet.lock", **pool_kw)
+            pool = start_overlap_pool(todo, run_one, slots, lock_dir / "quiet.lock", **pool_kw)
         else:
             pool = start_pool(todo, run_one, opts.gpus, opts.out_dir, opts.shard_costs, **pool_kw)
         # --gpus: cases come back as they finish (journaled at once), the run file lists them in plan order;
