@@ -480,3 +480,88 @@ def test_report_shows_the_share_beside_another_next_to_the_compile() -> None:
     html = render_report(run, charts=False)
     assert html.count("% beside another") == 1 and "(42% beside another)" in html
     assert compile_beside_share({}) is None and compile_beside_share({OVERLAP_KEY: {"share": "x"}}) is None
+
+
+class Tracker:
+    """run_one / again_alone for pool tests on real threads: each 'worker' lasts `seconds`; the
+    log keeps, at every start, which cases were running then."""
+
+    def __init__(self, seconds: dict[str, float], oom: frozenset[str] = frozenset()) -> None:
+        self.seconds, self.oom = seconds, oom
+        self.lock = threading.Lock()
+        self.running: set[str] = set()
+        self.log: list[tuple[str, str, frozenset[str]]] = []
+
+    def _go(self, kind: str, case: Case) -> None:
+        name = f"{case.workload}/{case.compiler}"
+        with self.lock:
+            self.running.add(name)
+            self.log.append((kind, name, frozenset(self.running)))
+        time.sleep(self.seconds.get(name, 0.2))
+        with self.lock:
+            self.running.discard(name)
+
+    def run_one(self, case: Case, env) -> Record:
+        self._go("start", case)
+        status = "oom" if f"{case.workload}/{case.compiler}" in self.oom else "ok"
+        return Record(case=case, status=status, metrics={"phase_s": {}})
+
+    def wanted(self, record: Record) -> bool:
+        return record.status == "oom"
+
+    def run(self, case: Case, env, first: Record) -> Record:
+        self._go("alone", case)
+        return Record(case=case, status="ok", metrics={"phase_s": {}})
+
+
+def test_two_reruns_run_back_to_back_before_the_next_group() -> None:
+    """Both twins ran out of memory beside each other: each reruns alone, one after the other,
+    and the next model's twins start together only after both (not one of them in between)."""
+    cases = [_case("a", "inductor"), _case("a", "inductor-reduce-overhead"), _case("b", "inductor"),
+             _case("b", "inductor-reduce-overhead")]
+    t = Tracker({}, oom=frozenset({"a/inductor", "a/inductor-reduce-overhead"}))
+    pool = GpuPool(cases, t.run_one, [0, 1], None, slot_env=lambda c, s: {}, group_of=lambda c: c.workload,
+                   again_alone=t)
+    assert [pool.result(c).status for c in cases] == ["ok"] * 4
+    kinds = [(kind, name) for kind, name, _ in t.log]
+    assert {k for k, n in kinds[:2]} == {"start"} and {n for k, n in kinds[:2]} == {"a/inductor", "a/inductor-reduce-overhead"}
+    assert {k for k, n in kinds[2:4]} == {"alone"}
+    for kind, name, running in t.log:
+        if kind == "alone":
+            assert running == {name}
+    assert {n for k, n in kinds[4:]} == {"b/inductor", "b/inductor-reduce-overhead"}
+    assert any(len(running) == 2 for kind, name, running in t.log[4:])  # b's twins side by side
+
+
+def test_a_requeued_eager_case_runs_with_its_group_when_its_twin_ends_last() -> None:
+    a_ind, a_ro, a_e = _case("a", "inductor"), _case("a", "inductor-reduce-overhead"), _case("a", "eager")
+    b_ind, b_ro = _case("b", "inductor"), _case("b", "inductor-reduce-overhead")
+    t = Tracker({"a/inductor": 0.4, "a/inductor-reduce-overhead": 0.2, "a/eager": 0.3})
+    pool = GpuPool([a_ind, a_ro, a_e, b_ind, b_ro], t.run_one, [0, 1], None, slot_env=lambda c, s: {},
+                   group_of=lambda c: c.workload, held={a_e.case_id: a_ind.case_id},
+                   derive=lambda case, twins: time.sleep(0.2))  # no eager figures after all: the case runs
+    for c in (a_ind, a_ro, a_e, b_ind, b_ro):
+        assert pool.result(c).status == "ok"
+    order = [name for _, name, _ in t.log]
+    assert order.index("a/eager") < order.index("b/inductor") and order.index("a/eager") < order.index(
+        "b/inductor-reduce-overhead")
+    b_starts = [running for _, name, running in t.log if name.startswith("b/")]
+    assert any(len(r) == 2 for r in b_starts)  # b's twins still together
+
+
+def test_a_slot_that_gets_the_lock_after_its_run_stopped_starts_no_worker(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run killed its workers while this slot waited for the lock: the worker it then starts
+    is killed at once instead of running a case after the stop."""
+    from harness.measure.spec import WorkerSpec
+    from harness.run import runner
+
+    lock = str(tmp_path / "quiet.lock")
+    monkeypatch.setattr(runner, "STOPPED_LOCKS", {lock})
+    monkeypatch.setattr(runner, "_server_for", lambda spec, python, env, trace_dir: (None, {"start": "spawn"}))
+    case = Case("mlp-classic", "forward", "eager", "cpu", "float32", 16, "tiny", "s")
+    started = time.monotonic()
+    outcome = runner.launch(WorkerSpec(case=case), tmp_path, "cold", tmp_path / "cache", 120.0,
+                            extra_env={quiet.QUIET_LOCK_ENV: lock})
+    assert outcome.returncode is not None and outcome.returncode < 0  # killed, not finished
+    assert outcome.result() is None and time.monotonic() - started < 60

@@ -234,6 +234,7 @@ class GpuPool:
         self._again_alone = again_alone
         self._crowded: set[str] = set()  # cases that had another case running beside them
         self._solo: str | None = None  # a case running again alone: nothing else starts meanwhile
+        self._waiting_alone = 0  # cases waiting for their turn to run again alone: nothing starts either
         self._ids = ids
         self._run_one = run_one
         self._on_start = on_start
@@ -262,7 +263,7 @@ class GpuPool:
                 item = self._todo[0]
                 group = self._group_of(item[1]) if self._group_of is not None else None
                 free = self._group_of is None or not self._running or group in self._running.values()
-                if free and self._solo is None:
+                if free and self._solo is None and not self._waiting_alone:
                     self._todo.popleft()
                     if self._running:
                         self._crowded.update([*self._running, item[1].case_id])
@@ -278,19 +279,18 @@ class GpuPool:
         assert self._again_alone is not None
         with self._cond:
             group = self._running.pop(case.case_id, None)  # not running while it waits its turn
+            self._waiting_alone += 1
             self._cond.notify_all()
-            self._cond.wait_for(lambda: self._solo is None or self._cancelled)
+            try:
+                self._cond.wait_for(lambda: self._solo is None or self._cancelled)
+            finally:
+                self._waiting_alone -= 1
+            self._running[case.case_id] = group
             if self._cancelled:
                 return record
-            self._solo = case.case_id
-            self._cond.wait_for(lambda: not self._running or self._cancelled)
-            self._running[case.case_id] = group
-        try:
-            return self._again_alone.run(case, env, record) if not self._cancelled else record
-        finally:
-            with self._cond:
-                self._solo = None
-                self._cond.notify_all()
+            self._solo = case.case_id  # cleared with its end (_leave): nothing starts in between
+            self._cond.wait_for(lambda: set(self._running) == {case.case_id} or self._cancelled)
+        return self._again_alone.run(case, env, record) if not self._cancelled else record
 
     def _slot(self, gpu: int) -> None:
         while not self._cancelled:
@@ -324,15 +324,26 @@ class GpuPool:
                                                  "started_at": round(self._t0 + start, 6),
                                                  "ended_at": round(self._t0 + end, 6)}
             with self._cond:
-                self._running.pop(case.case_id, None)
-                self._cond.notify_all()  # a slot waiting for this group to end
                 if self._cancelled:
+                    self._leave(case)
                     return  # finished after the stop (killed): not a result
                 self._done[case.case_id] = record
                 self._finished.append(case.case_id)
                 self._cond.notify_all()
+            # still running while its held eager cases are derived or queued (first in line), so
+            # a slot waiting for this group to end cannot start the next one ahead of them
             if case.case_id in self._held:
                 self._settle_held(case.case_id, record)
+            with self._cond:
+                self._leave(case)
+
+    def _leave(self, case: Case) -> None:
+        """`case` is done (under the lock): out of the running set, its rerun's hold on the
+        pool (if any) gone in the same step, and the waiting slots told."""
+        self._running.pop(case.case_id, None)
+        if self._solo == case.case_id:
+            self._solo = None
+        self._cond.notify_all()
 
     def _announce(self, case: Case) -> None:
         if self._on_start is None:

@@ -404,6 +404,8 @@ def _start_and_wait(spec_path: Path, out_path: Path, stdout_path: Path, stderr_p
             )
         LIVE_WORKERS.add(proc)  # so an interrupted --gpus run can kill every worker in flight
         hold.release()  # the worker holds the lock itself from its first line
+        if env.get(quiet.QUIET_LOCK_ENV) in STOPPED_LOCKS:  # the run stopped while this slot waited for the lock
+            _kill_tree(proc)
         try:
             checkpoint("worker-started")
             with interruptible():
@@ -585,6 +587,9 @@ def _sweep(token: str, session: int | None, server: Any) -> list[int]:
 
 
 LIVE_WORKERS: set[Any] = set()  # subprocess.Popen or forkserver.ForkedWorker
+# the quiet locks of --compile-overlap runs that stopped: a slot that was waiting for its lock
+# when the run killed its workers gets the lock then, and must not start a worker after
+STOPPED_LOCKS: set[str] = set()
 
 
 def kill_live_workers() -> None:
@@ -858,10 +863,12 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
         run.records = in_plan_order(run.records, cases)
         run.config["eager_from_twin"] = twins.config(run.records)
     except KeyboardInterrupt:
+        _stop_lock(lock_dir)
         with deferred():  # a second Ctrl-C must not cut the save of the first one short
             _save_partial(run, cases, opts, started, journal, pool, twins)
         raise
     except Exception as exc:
+        _stop_lock(lock_dir)
         # the harness failed between cases (a bug, a full disk): the finished cases still get
         # their run file, marked interrupted with the error, beside the journal `--resume` reads
         run.config["error"] = f"{type(exc).__name__}: {exc}"[:500]
@@ -887,6 +894,12 @@ def _case_loop(run: Run, cases: list[Case], opts: RunOptions, open_journal: Call
             else:  # no run file (a full disk): the journal is all there is, kept for --resume
                 journal.close()
     return run
+
+
+def _stop_lock(lock_dir: Path | None) -> None:
+    """Before the pool's workers are killed: no slot may start one after, once the lock frees."""
+    if lock_dir is not None:
+        STOPPED_LOCKS.add(str(lock_dir / "quiet.lock"))
 
 
 def start_announcer(progress: ProgressFn | None, total: int, already: int) -> Callable[[Case], None] | None:
