@@ -4,9 +4,9 @@ every measurement alone.
 A GPU suite's wall is mostly cold compiles (the `gpu` suite on an H200: 427-521 s of 606-729 s),
 and a compile keeps one core busy in Dynamo, AOTAutograd and Inductor's lowering and the
 compile-worker pool busy in bursts, while the host has 16 cores. So the runner keeps N workers
-alive (a case pool like `--gpus`'s, harness/run/multigpu.py, with every slot on the same device
-and the queue in plan order, so a model's inductor and reduce-overhead cases compile together)
-and the workers share the run's quiet lock (harness/measure/quiet.py): shared from their start
+alive (a case pool like `--gpus`'s, harness/run/multigpu.py, with every slot on the same device;
+a model's twin group, its inductor and reduce-overhead cases, starts together and compiles side
+by side, and the next group starts when it is done) and the workers share the run's quiet lock (harness/measure/quiet.py): shared from their start
 to their measure phase, exclusive from there to their exit. No worker measures while another
 builds, compiles or measures; a worker that starts while one measures waits before it does
 anything.
@@ -18,7 +18,8 @@ What changes in the figures, and what the records say about it:
 - the timed rounds, memory peaks and break costs are measured alone; `annotate` checks that
   from the lock's moments and notes any record whose measurement another worker's busy window
   touched (`measured_beside_s`), which would be a fault of the lock, not of the case;
-- the run file's `config.compile_overlap` is N; compare says so when two runs differ in it
+- the run file's `config.compile_overlap` is the width used (N, cut to the largest group);
+  compare says so when two runs differ in it
   (their compile times were taken under different conditions);
 - a case that runs out of memory (two large models on a small GPU) or out of time (its waits for
   the lock count against its timeout) beside another worker runs again alone (`RunAgainAlone`),
@@ -85,7 +86,8 @@ def lock_folder() -> Path:
 def start_overlap_pool(cases: Sequence[Case], run_one: RunOne, width: int, lock_path: Path, *,
                        held: Mapping[str, str] | None = None, derive: Derive | None = None,
                        known: Mapping[str, Record] | None = None, on_start: OnStart | None = None) -> GpuPool:
-    """The case pool of an overlapped run: `width` slots, plan order, every worker given the lock."""
+    """The case pool of an overlapped run: `width` slots, twin groups one after another (gang_order),
+    every worker given the lock, a case that ran out of memory or time beside another run again alone."""
     def slot_env(case: Case, slot: int) -> dict[str, str]:
         return {QUIET_LOCK_ENV: str(lock_path), **slot_marker(slot)}
 
