@@ -6,8 +6,9 @@
 #           OUT=$OUT WAIT_S=530 DIR=/tmp/cb-chain bash benchmarks/gpu/bench_gpu_bg.sh collect
 #   call 2..: OUT=$OUT WAIT_S=545 DIR=/tmp/cb-chain bash benchmarks/gpu/bench_gpu_bg.sh collect   (at once)
 #   last call: collect with a shorter WAIT_S, then `bench_gpu_bg.sh stop` (the cut run saves its cases)
-# STEPS, in order (default "resume hftrain timmtrain": the breadth left for issue 24, the cut chunk first; add "decodeown bench"
-# in front for another timing of `tox -e bench-gpu`, ~13.5 min of the session's 30):
+# STEPS, in order (default "bench serial resume hftrain": `tox -e bench-gpu` on the twin-group order beside
+# the suite one case at a time on the same host (~19 min of the session's 30; docs/BENCHMARKS.md, fifteenth
+# session), then the breadth left for issue 24, the cut chunk first):
 #   fvs     fork vs spawn, REPEAT processes each (fork_vs_spawn.sh; FVS_ARGS its `run` flags)
 #   bench   the newcomer's `tox -e bench-gpu` from a copy of the tree (bench_gpu_bg.sh TOX=1), timed;
 #           BENCH_DEFER, when set, is its COMPILEBENCH_DEFER_COMPILED_STATE (unset: the default, the
@@ -37,7 +38,7 @@ set -uo pipefail
 DIR="${DIR:?}"
 SITE="${SITE:-/tmp/site}"
 PY="${PYTHON:-python3}"
-STEPS="${STEPS:-resume hftrain timmtrain}"
+STEPS="${STEPS:-bench serial resume hftrain}"
 # cut chunks of earlier sessions (each runs/ holds a journal), in turn: the fourteenth session's (hf train lines
 # 31-33: BlenderbotForCausalLM done, BlenderbotForConditionalGeneration's inductor case and DebertaV2's two left)
 RESUME_DIRS="${RESUME_DIRS-results/baselines/h200-2026-12-03f/hf-train/chunk-1}"

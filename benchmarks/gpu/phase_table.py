@@ -5,7 +5,8 @@
 Phases come from each record's `metrics.phase_s` (the worker's own clock): setup (imports
 and resolution: worker setup), isa_probe, build, eager_first_call, compile, accuracy, measure,
 memory (the memory pass), break_cost, done; quiet (--compile-overlap: waiting until no other
-worker builds, compiles or measures). "outside any phase" is a case's wall
+worker builds, compiles or measures) and, before the first phase, "waiting to start" (the
+same lock, while another worker measured). "outside any phase" is a case's wall
 (`worker.wall_s`: the runner's spawn-or-fork to reap) minus its phases: interpreter start,
 imports before the first phase, record write, exit. "runner, between cases" is the run's
 wall (`config.wall_s`) minus the cases' walls: planning, journal, preloading servers
@@ -42,7 +43,12 @@ def phase_totals(runs: list[dict[str, Any]]) -> tuple[dict[str, float], list[dic
             wall = float((rec.get("worker") or {}).get("wall_s") or 0.0)
             for name, seconds in phases.items():
                 totals[name] = totals.get(name, 0.0) + float(seconds)
-            outside = max(wall - sum(float(v) for v in phases.values()), 0.0)
+            # --compile-overlap: a worker that started while another measured waited before its first phase
+            times = (rec.get("worker") or {}).get("quiet") or {}
+            start_wait = (max(float(times["shared_at"]) - float(times["shared_asked"]), 0.0)
+                          if "shared_at" in times and "shared_asked" in times and wall else 0.0)
+            totals["waiting to start"] = totals.get("waiting to start", 0.0) + start_wait
+            outside = max(wall - sum(float(v) for v in phases.values()) - start_wait, 0.0)
             totals["outside any phase"] += outside
             case_wall += wall
             rows.append({"case_id": rec["case_id"], "status": rec["status"], "wall_s": wall, "outside_s": outside,
