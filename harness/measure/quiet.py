@@ -49,11 +49,16 @@ def hold_shared(path: str | None = None) -> bool:
     if not path or _fd is not None:
         return _fd is not None
     asked = time.monotonic()
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX if os.environ.get(ALONE_ENV) == "1" else fcntl.LOCK_SH)
-    _fd = fd
+    _fd = _locked(path, exclusive=os.environ.get(ALONE_ENV) == "1")
     _times.update(shared_asked=asked, shared_at=time.monotonic())
     return True
+
+
+def _locked(path: str, exclusive: bool) -> int:
+    """A descriptor of the lock file holding it shared (or exclusive), waiting as flock waits."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    return fd
 
 
 class RunnerHold:
@@ -64,10 +69,7 @@ class RunnerHold:
     exists: the worker takes its own at its first line. No path (no --compile-overlap): nothing."""
 
     def __init__(self, path: str | None, alone: bool = False) -> None:
-        self._fd: int | None = None
-        if path:
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            fcntl.flock(self._fd, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        self._fd: int | None = _locked(path, exclusive=alone) if path else None
 
     def release(self) -> None:
         if self._fd is not None:
@@ -91,11 +93,11 @@ def take_exclusive() -> float:
     return now - asked
 
 
-def mark(name: str, at: float | None = None) -> None:
+def mark(name: str) -> None:
     """A moment of this worker's life on the shared clock (the compile's start and end); only
     under a lock, so a run without --compile-overlap records nothing."""
     if _fd is not None:
-        _times[name] = time.monotonic() if at is None else at
+        _times[name] = time.monotonic()
 
 
 def release() -> None:

@@ -265,7 +265,7 @@ class GpuPool:
                 free = self._group_of is None or not self._running or group in self._running.values()
                 if free and self._solo is None and not self._waiting_alone:
                     self._todo.popleft()
-                    if self._running:
+                    if self._running and self._again_alone is not None:  # only a rerun asks
                         self._crowded.update([*self._running, item[1].case_id])
                     self._running[item[1].case_id] = group
                     return item

@@ -371,21 +371,16 @@ def launch(spec: WorkerSpec, tmp: Path, name: str, cache_dir: Path, timeout_s: f
     hold = quiet.RunnerHold(env.get(quiet.QUIET_LOCK_ENV), alone=env.get(quiet.ALONE_ENV) == "1")
     try:
         server, start = _server_for(spec, python, env, trace_dir)  # a new server preloads once
-    except BaseException:
-        hold.release()
-        raise
-    token = child_env(env)  # marks the worker's descendants, even those that leave its session
-    limit = memory_limit_bytes(spec.to_dict())
-    try:
+        token = child_env(env)  # marks the worker's descendants, even those that leave its session
         return _start_and_wait(spec_path, out_path, stdout_path, stderr_path, env, python, server, start, token,
-                               limit, timeout_s, hold)
+                               memory_limit_bytes(spec.to_dict()), timeout_s, hold)
     finally:
         hold.release()  # idempotent: released once the worker exists, or here on any failure before
 
 
 def _start_and_wait(spec_path: Path, out_path: Path, stdout_path: Path, stderr_path: Path, env: dict[str, str],
                     python: str, server: Any, start: dict[str, str], token: str, limit: int | None, timeout_s: float,
-                    hold: Any) -> Outcome:
+                    hold: quiet.RunnerHold) -> Outcome:
     started = time.monotonic()
     # deferred: a stop signal cannot land between the spawn and the registration that lets
     # the runner kill this worker; only the wait itself is interruptible (harness/run/signals.py)
